@@ -1,0 +1,68 @@
+# Every target installs what it needs (virtualenv, jars) and is safe to re-run.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+VENV := .venv
+PY := $(VENV)/bin/python
+VAR := var
+VENV_STAMP := $(VENV)/.installed
+SPARK_JARS_STAMP := $(VAR)/jars/spark/.fetched
+KAFKA_JARS_STAMP := $(VAR)/jars/kafka/.fetched
+MVN := mvn -q -B -s infra/maven-settings.xml
+KAPPA := $(PY) -m spark_apps.cli
+PYTEST_ARGS ?=
+
+.PHONY: help install jars up down demo test lint clean tools
+
+help:
+	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
+	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
+	@echo "make up     - start the embedded Kafka broker;  make down - stop what make started"
+	@echo "make lint   - ruff over the code"
+	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
+
+tools:
+	@command -v java >/dev/null || { echo "installing a JDK (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless; }
+	@command -v mvn >/dev/null || { echo "installing Maven (apt)"; apt-get update -q && apt-get install -y -q maven; }
+
+install: $(VENV_STAMP)
+
+$(VENV_STAMP): requirements.lock pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q "uv==$(UV_VERSION)"
+	@echo "installing Python packages from requirements.lock"
+	@$(VENV)/bin/uv pip sync -q --python $(PY) requirements.lock
+	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	@touch $@
+
+jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP)
+
+$(SPARK_JARS_STAMP): infra/spark/pom.xml infra/maven-settings.xml | tools
+	@echo "fetching Spark jars (Delta, Kafka connector) from Maven Central"
+	@rm -rf $(VAR)/jars/spark
+	@$(MVN) -f infra/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/spark
+	@touch $@
+
+$(KAFKA_JARS_STAMP): infra/kafka/pom.xml infra/maven-settings.xml | tools
+	@echo "fetching the Apache Kafka broker jars from Maven Central"
+	@rm -rf $(VAR)/jars/kafka
+	@$(MVN) -f infra/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/kafka
+	@touch $@
+
+up: install jars
+	@$(KAPPA) broker start
+
+down:
+	@if [ -x $(PY) ]; then $(KAPPA) broker stop; else echo "nothing to stop"; fi
+
+demo: install jars
+	@$(KAPPA) demo
+
+test: install jars
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	@$(VENV)/bin/ruff check spark_apps dags tests
+
+clean: down
+	rm -rf $(VAR) $(VENV)

@@ -1,0 +1,1 @@
+"""Kappa platform that proves itself against a Lambda batch auditor."""

@@ -1,0 +1,60 @@
+"""A catalog that lives in the warehouse folder itself.
+
+Every table is a Delta table at ``<warehouse>/<schema>.db/<table>``. Each process registers what it
+finds there into its session catalog on start, so tables are shared by name across the streaming
+job, the batch job, Airflow tasks and dbt, with no metastore process and no metastore lock (an
+embedded Derby metastore admits one process at a time, which a long-running stream rules out).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spark_apps.settings import Settings
+
+
+def table_path(settings: Settings, table: str) -> Path:
+    """Where the Delta table ``schema.name`` lives."""
+    schema, name = _split(table)
+    return settings.warehouse_dir / f"{schema}.db" / name
+
+
+def register_warehouse_tables(spark, settings: Settings) -> list[str]:
+    """Make every Delta table under the warehouse visible by ``schema.name``; return their names."""
+    found = []
+    for log_dir in sorted(settings.warehouse_dir.glob("*.db/*/_delta_log")):
+        schema = log_dir.parent.parent.name.removesuffix(".db")
+        name = f"{schema}.{log_dir.parent.name}"
+        register_table(spark, settings, name)
+        found.append(name)
+    return found
+
+
+def register_table(spark, settings: Settings, table: str) -> None:
+    """Register one existing Delta table (and its schema) in this session's catalog."""
+    schema, _ = _split(table)
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta LOCATION '{table_path(settings, table)}'")
+
+
+def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tuple[str, ...] = (),
+                 properties: dict[str, str] | None = None) -> None:
+    """Create the Delta table if it does not exist yet, and register it by name."""
+    from delta.tables import DeltaTable
+
+    schema_name, _ = _split(table)
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema_name}")
+    builder = (DeltaTable.createIfNotExists(spark).tableName(table).location(str(table_path(settings, table)))
+               .addColumns(schema))
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
+    builder.execute()
+
+
+def _split(table: str) -> tuple[str, str]:
+    parts = table.split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"table names are schema.name, got {table!r}")
+    return parts[0], parts[1]

@@ -1,0 +1,1 @@
+"""The built-in example pipeline: an online marketplace."""

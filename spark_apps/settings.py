@@ -1,0 +1,139 @@
+"""One typed settings object for every app, DAG and test.
+
+Defaults describe the embedded single-machine setup; every field can be overridden by an
+environment variable named ``KAPPA_<FIELD>`` (for example ``KAPPA_KAFKA_PORT=19092``).
+Paths default to folders under ``KAPPA_HOME`` (the project's ignored ``var/`` folder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from spark_apps.errors import SettingsError
+
+ENV_PREFIX = "KAPPA_"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _under_home(name: str) -> Any:
+    """Marks a path field whose default is ``<home>/<name>``, resolved after ``home`` is known."""
+    return field(default=None, metadata={"under_home": name})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an app needs to find its services, data and limits."""
+
+    home: Path = PROJECT_ROOT / "var"
+    warehouse_dir: Path = _under_home("warehouse")
+    checkpoint_root: Path = _under_home("checkpoints")
+    spark_jars_dir: Path = _under_home("jars/spark")
+    kafka_jars_dir: Path = _under_home("jars/kafka")
+    kafka_data_dir: Path = _under_home("kafka")
+    log_dir: Path = _under_home("logs")
+    reports_dir: Path = _under_home("reports")
+
+    kafka_host: str = "127.0.0.1"
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    kafka_heap: str = "512m"
+    kafka_start_timeout_s: float = 60.0
+    kafka_bootstrap_servers: str = ""
+    events_topic: str = "marketplace.events"
+    topic_partitions: int = 3
+
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "2g"
+    spark_shuffle_partitions: int = 4
+    spark_ui_enabled: bool = False
+
+    allowed_lateness_s: int = 900
+    window_s: int = 60
+    session_gap_s: int = 300
+    max_offsets_per_trigger: int = 200_000
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            sub = f.metadata.get("under_home")
+            if sub and getattr(self, f.name) is None:
+                object.__setattr__(self, f.name, self.home / sub)
+        if not self.kafka_bootstrap_servers:
+            object.__setattr__(self, "kafka_bootstrap_servers", f"{self.kafka_host}:{self.kafka_port}")
+        self._validate()
+
+    def _validate(self) -> None:
+        for name in ("kafka_port", "kafka_controller_port"):
+            port = getattr(self, name)
+            if not 1 <= port <= 65535:
+                raise SettingsError(f"{_env_name(name)} must be a TCP port (1-65535), got {port}")
+        if self.kafka_port == self.kafka_controller_port:
+            raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
+        for name in ("topic_partitions", "spark_shuffle_partitions", "window_s", "session_gap_s",
+                     "max_offsets_per_trigger"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        if self.allowed_lateness_s < 0:
+            raise SettingsError(f"KAPPA_ALLOWED_LATENESS_S must be >= 0, got {self.allowed_lateness_s}")
+        if not self.events_topic:
+            raise SettingsError("KAPPA_EVENTS_TOPIC must not be empty")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from ``KAPPA_*`` variables; explicit keyword overrides win."""
+        environ = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(_env_name(f.name))
+            if raw is not None:
+                values[f.name] = _coerce(f.name, raw, hints[f.name])
+        values.update(overrides)
+        return cls(**values)
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with some fields changed; values derived from ``home`` or the Kafka address follow."""
+        derived: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            sub = f.metadata.get("under_home")
+            if sub and f.name not in changes and getattr(self, f.name) == self.home / sub:
+                derived[f.name] = None
+        if "kafka_bootstrap_servers" not in changes and \
+                self.kafka_bootstrap_servers == f"{self.kafka_host}:{self.kafka_port}":
+            derived["kafka_bootstrap_servers"] = ""
+        return dataclasses.replace(self, **derived, **changes)
+
+
+def _env_name(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def _coerce(name: str, raw: str, type_hint: Any) -> Any:
+    env = _env_name(name)
+    text = raw.strip()
+    if type_hint is Path or type_hint == "Path":
+        if not text:
+            raise SettingsError(f"{env} must be a path, got an empty value")
+        return Path(text).expanduser()
+    if type_hint is bool:
+        lowered = text.lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise SettingsError(f"{env} must be true or false, got {raw!r}")
+    if type_hint is int:
+        try:
+            return int(text.replace("_", ""))
+        except ValueError:
+            raise SettingsError(f"{env} must be an integer, got {raw!r}") from None
+    if type_hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise SettingsError(f"{env} must be a number, got {raw!r}") from None
+    return text

@@ -1,0 +1,58 @@
+"""The one way apps get a SparkSession: Delta enabled, local jars, the shared warehouse catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spark_apps.errors import PlatformError
+from spark_apps.settings import Settings
+
+
+def spark_jars(settings: Settings) -> list[Path]:
+    """Delta and the Kafka connector, fetched by ``make jars``."""
+    jars = sorted(settings.spark_jars_dir.glob("*.jar"))
+    names = " ".join(jar.name for jar in jars)
+    if "delta-spark_" not in names or "spark-sql-kafka-0-10_" not in names:
+        raise PlatformError(f"the Spark jars (Delta, Kafka connector) are missing in {settings.spark_jars_dir}; "
+                            "run `make jars`")
+    return jars
+
+
+def session_conf(settings: Settings) -> dict[str, str]:
+    """Spark configuration shared by the apps, the tests and dbt's session connection."""
+    return {
+        "spark.master": settings.spark_master,
+        "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.warehouse.dir": str(settings.warehouse_dir),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
+        "spark.default.parallelism": str(settings.spark_shuffle_partitions),
+        "spark.driver.memory": settings.spark_driver_memory,
+        "spark.ui.enabled": str(settings.spark_ui_enabled).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        # MERGE honours these session settings for idempotent writes; reset them after each commit.
+        "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    }
+
+
+def get_spark(settings: Settings, app_name: str = "kappa"):
+    """Create (or return the running) session, then make every warehouse table visible by name."""
+    from pyspark.sql import SparkSession
+
+    from spark_apps.catalog import register_warehouse_tables
+
+    settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in session_conf(settings).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register_warehouse_tables(spark, settings)
+    return spark

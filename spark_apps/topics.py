@@ -1,0 +1,105 @@
+"""The event log's topics: created once with the settings replay depends on, and checked after.
+
+A topic must keep every record forever (``retention.ms=-1``) and stamp each one with the broker's
+append time (``message.timestamp.type=LogAppendTime``): the lateness rule and every recompute read
+that time from the log, so a topic without these settings would make replay inexact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from spark_apps.errors import BrokerError, TopicConfigError
+from spark_apps.settings import Settings
+
+REQUIRED_TOPIC_CONFIGS = {
+    "message.timestamp.type": "LogAppendTime",
+    "retention.ms": "-1",
+    "retention.bytes": "-1",
+    "cleanup.policy": "delete",
+}
+
+
+@contextmanager
+def admin_client(settings: Settings) -> Iterator:
+    """A kafka-python admin client; an unreachable broker becomes one readable error."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers,
+                                 client_id="kappa-admin", request_timeout_ms=10_000)
+    except KafkaError as exc:
+        raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap_servers} ({exc}); "
+                          "is it running? `make up` starts the embedded broker") from None
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """What ``ensure_topic`` found or made."""
+
+    name: str
+    partitions: int
+    created: bool
+
+
+def ensure_topic(settings: Settings, name: str | None = None, partitions: int | None = None) -> TopicState:
+    """Create the topic if absent; refuse an existing one whose configuration breaks exact replay."""
+    from kafka.errors import TopicAlreadyExistsError
+
+    name = name or settings.events_topic
+    partitions = partitions or settings.topic_partitions
+    with admin_client(settings) as admin:
+        created = False
+        if name not in admin.list_topics():
+            try:
+                admin.create_topics(
+                    {name: {"num_partitions": partitions, "replication_factor": -1,
+                            "configs": dict(REQUIRED_TOPIC_CONFIGS)}},
+                    wait_for_metadata=True)
+                created = True
+            except TopicAlreadyExistsError:
+                created = False
+        check_topic_config(admin, name)
+        actual_partitions = len(admin.describe_topics([name])[0]["partitions"])
+    return TopicState(name=name, partitions=actual_partitions, created=created)
+
+
+def topic_configs(admin, name: str) -> dict[str, str]:
+    """The effective configuration of one topic (defaults included)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
+    entries = result["topic"][name]
+    return {key: str(entry["value"] if isinstance(entry, dict) else entry) for key, entry in entries.items()}
+
+
+def check_topic_config(admin, name: str) -> None:
+    """Raise TopicConfigError naming every setting that differs from what replay needs."""
+    actual = topic_configs(admin, name)
+    wrong = [f"{key}={actual.get(key)!s} (needs {want})"
+             for key, want in REQUIRED_TOPIC_CONFIGS.items() if actual.get(key) != want]
+    if wrong:
+        raise TopicConfigError(
+            f"topic {name!r} cannot serve as a replayable log: " + ", ".join(wrong)
+            + "; recreate it or alter its config, the platform never changes an existing topic")
+
+
+def partition_offsets(settings: Settings, topic: str | None = None) -> dict[int, tuple[int, int]]:
+    """Per partition: (earliest offset still in the log, next offset to be written)."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    topic = topic or settings.events_topic
+    with admin_client(settings) as admin:
+        described = admin.describe_topics([topic])[0]
+        parts = [TopicPartition(topic, p["partition_index"]) for p in described["partitions"]]
+        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in parts})
+        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in parts})
+    return {tp.partition: (earliest[tp].offset, latest[tp].offset) for tp in sorted(parts)}

@@ -1,0 +1,69 @@
+"""Shared fixtures: one broker and one SparkSession per test session, each in a throwaway home."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from spark_apps.settings import PROJECT_ROOT, Settings
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings of the test session: own ports and home, the project's fetched jars."""
+    jars = PROJECT_ROOT / "var" / "jars"
+    return Settings(
+        home=tmp_path_factory.mktemp("kappa-home"),
+        spark_jars_dir=jars / "spark",
+        kafka_jars_dir=jars / "kafka",
+        kafka_port=free_port(),
+        kafka_controller_port=free_port(),
+        spark_shuffle_partitions=2,
+        spark_driver_memory="3g",
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(settings: Settings):
+    from spark_apps.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker(settings)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings):
+    from spark_apps.spark_session import get_spark
+
+    session = get_spark(settings, app_name="kappa-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topic(kafka_broker, settings: Settings):
+    """A fresh, correctly configured topic for one test, deleted afterwards."""
+    from spark_apps.topics import admin_client, ensure_topic
+
+    name = f"test.{uuid.uuid4().hex[:10]}"
+    ensure_topic(settings, name)
+    yield name
+    with admin_client(settings) as admin:
+        admin.delete_topics([name])
+
+
+@pytest.fixture
+def isolated_home(tmp_path: Path, settings: Settings) -> Settings:
+    """Settings whose warehouse and checkpoints live in this test's own folder."""
+    return settings.with_overrides(warehouse_dir=tmp_path / "warehouse", checkpoint_root=tmp_path / "checkpoints")

@@ -1,0 +1,68 @@
+from pathlib import Path
+
+import pytest
+
+from spark_apps.cli import main
+from spark_apps.errors import SettingsError
+from spark_apps.settings import Settings
+
+
+def test_defaults_describe_the_embedded_setup():
+    settings = Settings.from_env({})
+    assert settings.kafka_bootstrap_servers == "127.0.0.1:9092"
+    assert settings.warehouse_dir == settings.home / "warehouse"
+    assert settings.spark_master.startswith("local")
+
+
+def test_environment_variables_override_every_kind_of_field():
+    settings = Settings.from_env({
+        "KAPPA_HOME": "/srv/kappa",
+        "KAPPA_KAFKA_PORT": "19092",
+        "KAPPA_SPARK_UI_ENABLED": "yes",
+        "KAPPA_EVENTS_TOPIC": "shop.events",
+        "KAPPA_KAFKA_START_TIMEOUT_S": "2.5",
+    })
+    assert settings.home == Path("/srv/kappa")
+    assert settings.checkpoint_root == Path("/srv/kappa/checkpoints")
+    assert settings.kafka_bootstrap_servers == "127.0.0.1:19092"
+    assert settings.spark_ui_enabled is True
+    assert settings.events_topic == "shop.events"
+    assert settings.kafka_start_timeout_s == 2.5
+
+
+def test_explicit_bootstrap_servers_win_over_host_and_port():
+    settings = Settings.from_env({"KAPPA_KAFKA_BOOTSTRAP_SERVERS": "b1:9092,b2:9092", "KAPPA_KAFKA_PORT": "1"})
+    assert settings.kafka_bootstrap_servers == "b1:9092,b2:9092"
+
+
+def test_overriding_home_moves_the_folders_derived_from_it():
+    moved = Settings().with_overrides(home=Path("/data/x"), kafka_port=1234)
+    assert moved.warehouse_dir == Path("/data/x/warehouse")
+    assert moved.kafka_bootstrap_servers == "127.0.0.1:1234"
+
+
+@pytest.mark.parametrize(("variable", "value", "message"), [
+    ("KAPPA_KAFKA_PORT", "abc", "KAPPA_KAFKA_PORT must be an integer, got 'abc'"),
+    ("KAPPA_KAFKA_PORT", "70000", "KAPPA_KAFKA_PORT must be a TCP port"),
+    ("KAPPA_SPARK_UI_ENABLED", "maybe", "KAPPA_SPARK_UI_ENABLED must be true or false"),
+    ("KAPPA_TOPIC_PARTITIONS", "0", "KAPPA_TOPIC_PARTITIONS must be at least 1"),
+    ("KAPPA_ALLOWED_LATENESS_S", "-5", "KAPPA_ALLOWED_LATENESS_S must be >= 0"),
+])
+def test_a_bad_value_is_refused_with_a_message_naming_the_variable(variable, value, message):
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env({variable: value})
+
+
+def test_cli_reports_a_bad_setting_as_one_line_without_traceback(monkeypatch, capsys):
+    monkeypatch.setenv("KAPPA_KAFKA_PORT", "not-a-port")
+    assert main(["topic"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == "kappa topic: error: KAPPA_KAFKA_PORT must be an integer, got 'not-a-port'"
+
+
+def test_cli_reports_a_wrong_argument_as_one_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["topic", "--partitions", "zero"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected a whole number, got 'zero'" in err[0]
