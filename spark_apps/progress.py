@@ -1,0 +1,45 @@
+"""Progress for long work: a live line on a terminal, a periodic log line otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    """Reports ``done/total`` with a rate; cheap enough to call for every record."""
+
+    def __init__(self, label: str, total: int | None, stream: TextIO | None = None,
+                 interval_s: float | None = None) -> None:
+        self.label = label
+        self.total = total
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty()
+        self.interval_s = interval_s if interval_s is not None else (0.5 if self.live else 5.0)
+        self.started = time.monotonic()
+        self._next_report = self.started + self.interval_s
+        self.done = 0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now >= self._next_report:
+            self._next_report = now + self.interval_s
+            self._write(now)
+
+    def close(self) -> None:
+        self._write(time.monotonic())
+        if self.live:
+            self.stream.write("\n")
+        self.stream.flush()
+
+    def _write(self, now: float) -> None:
+        elapsed = max(now - self.started, 1e-9)
+        if self.total:
+            share = f"{self.done:,}/{self.total:,} ({100 * self.done / self.total:.0f}%)"
+        else:
+            share = f"{self.done:,}"
+        line = f"{self.label}: {share}, {self.done / elapsed:,.0f}/s, {elapsed:.1f}s"
+        self.stream.write(("\r" + line) if self.live else (line + "\n"))
+        self.stream.flush()

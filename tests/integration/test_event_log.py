@@ -1,0 +1,97 @@
+"""The replayable log: the generator's manifest matches what the broker stored."""
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
+from spark_apps.producer import produce
+from spark_apps.topics import partition_offsets
+from tests.expected import event_time
+
+pytestmark = pytest.mark.integration
+UTC = dt.UTC
+
+
+def read_log(settings, topic):
+    consumer = KafkaConsumer(bootstrap_servers=settings.kafka_bootstrap_servers, auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=4000)
+    consumer.assign([TopicPartition(topic, p) for p in range(settings.topic_partitions)])
+    records = list(consumer)
+    consumer.close()
+    return records
+
+
+def test_manifest_agrees_with_the_records_read_back_from_the_broker(kafka_broker, topic, settings, tmp_path):
+    config = GeneratorConfig(seed=11, total_events=4000, base_time_ms=int(time.time()) * 1000,
+                             allowed_lateness_s=settings.allowed_lateness_s, late_rate=0.03,
+                             malformed_rate=0.03, duplicate_rate=0.03, conflict_rate=0.01)
+    result = produce(settings.with_overrides(events_topic=topic), config, topic=topic,
+                     manifest_path=tmp_path / "manifest.json", show_progress=False)
+    manifest = Manifest.from_json(tmp_path / "manifest.json")
+    assert result.sent == manifest.total_records == 4000
+
+    log = read_log(settings, topic)
+    generated = {r.seq: r for r in generate(config)}
+    assert Counter((r.key, r.value) for r in log) == Counter((g.key, g.value) for g in generated.values())
+
+    by_value = {}
+    for record in log:
+        by_value.setdefault(record.value, record)
+    for entry in manifest.records:
+        record = by_value[generated[entry["seq"]].value]
+        assert record.timestamp_type == 1, "the topic must stamp LogAppendTime"
+        if entry["kind"] not in ("valid", "late"):
+            continue
+        payload = (manifest.valid_events | manifest.late_events)[entry["event_id"]]
+        lag_s = record.timestamp / 1000 - event_time(payload).timestamp()
+        is_late = lag_s > settings.allowed_lateness_s
+        assert is_late == (entry["kind"] == "late"), f"seq {entry['seq']}: lag {lag_s:.0f}s vs its label"
+    assert {k for k, n in manifest.counts_by_kind.items() if n} == {"valid", "late", "duplicate", "conflict",
+                                                                    "malformed"}
+    assert len(set(r.key for r in log if r.value in {generated[s].value for s in manifest.duplicates})) > 0
+
+
+def test_a_killed_producer_rerun_with_the_same_seed_only_repeats_its_prefix(kafka_broker, topic, settings):
+    base = int(time.time()) * 1000
+    command = [sys.executable, "-m", "spark_apps.cli", "produce", "--topic", topic, "--seed", "5",
+               "--events", "3000", "--base-time-ms", str(base)]
+    env = {**os.environ, "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+           "KAPPA_HOME": str(settings.home)}
+    slow = subprocess.Popen([*command, "--rate", "200"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum(e for _, e in partition_offsets(settings, topic).values()) < 300:
+        time.sleep(0.2)
+    slow.send_signal(signal.SIGKILL)
+    slow.wait()
+    time.sleep(1.0)  # let the broker finish appending requests already on the wire
+    first_run = read_log(settings, topic)
+    assert 0 < len(first_run) < 3000
+
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert "produced 3,000 records" in finished.stdout
+
+    config = GeneratorConfig(seed=5, total_events=3000, base_time_ms=base,
+                             allowed_lateness_s=settings.allowed_lateness_s)
+    expected = Counter((g.key, g.value) for g in generate(config))
+    stored = Counter((r.key, r.value) for r in read_log(settings, topic))
+    prefix = Counter((r.key, r.value) for r in first_run)
+    assert stored == expected + prefix, "the log holds one full run plus exactly the killed run's prefix"
+
+
+def test_producer_reports_an_unreachable_broker_in_one_line(settings):
+    env = {**os.environ, "KAPPA_KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "KAPPA_HOME": str(settings.home)}
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--events", "10"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "cannot reach Kafka at 127.0.0.1:1" in done.stderr
