@@ -83,9 +83,12 @@ def server_properties(settings: Settings, paths: BrokerPaths) -> str:
 class EmbeddedBroker:
     """Formats once, starts in the background, waits until it answers, stops cleanly."""
 
-    def __init__(self, settings: Settings, root: Path | None = None) -> None:
+    def __init__(self, settings: Settings, root: Path | None = None, stop_with_parent: bool = False) -> None:
+        """``stop_with_parent`` makes the broker die with the process that started it (tests, benches),
+        so a killed test run never leaves a broker holding its ports."""
         self.settings = settings
         self.paths = BrokerPaths(root or settings.kafka_data_dir)
+        self.stop_with_parent = stop_with_parent
 
     @property
     def bootstrap_servers(self) -> str:
@@ -126,6 +129,7 @@ class EmbeddedBroker:
         process = subprocess.Popen(
             [java, *self._jvm_options(), "-cp", classpath, "kafka.Kafka", str(self.paths.config_file)],
             stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_terminate_with_parent if self.stop_with_parent else None,
         )
         stdout.close()
         self.paths.pid_file.write_text(str(process.pid))
@@ -189,6 +193,14 @@ class EmbeddedBroker:
                 time.sleep(0.1)
         self.paths.pid_file.unlink(missing_ok=True)
         return True
+
+
+def _terminate_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent exits."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _describe_cluster(bootstrap_servers: str) -> None:

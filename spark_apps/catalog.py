@@ -31,10 +31,17 @@ def register_warehouse_tables(spark, settings: Settings) -> list[str]:
 
 
 def register_table(spark, settings: Settings, table: str) -> None:
-    """Register one existing Delta table (and its schema) in this session's catalog."""
+    """Register one existing Delta table in this session's catalog, re-pointing a name that a session
+    working with another warehouse registered elsewhere (dropping an external table keeps its data)."""
     schema, _ = _split(table)
+    location = str(table_path(settings, table))
     spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    spark.sql(f"CREATE TABLE IF NOT EXISTS {table} USING delta LOCATION '{table_path(settings, table)}'")
+    if spark.catalog.tableExists(table):
+        registered = spark.sql(f"DESCRIBE DETAIL {table}").first()["location"]
+        if registered.removeprefix("file:").rstrip("/") == location.rstrip("/"):
+            return
+        spark.sql(f"DROP TABLE {table}")
+    spark.sql(f"CREATE TABLE {table} USING delta LOCATION '{location}'")
 
 
 def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tuple[str, ...] = (),
@@ -42,15 +49,13 @@ def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tu
     """Create the Delta table if it does not exist yet, and register it by name."""
     from delta.tables import DeltaTable
 
-    schema_name, _ = _split(table)
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema_name}")
-    builder = (DeltaTable.createIfNotExists(spark).tableName(table).location(str(table_path(settings, table)))
-               .addColumns(schema))
+    builder = DeltaTable.createIfNotExists(spark).location(str(table_path(settings, table))).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
     builder.execute()
+    register_table(spark, settings, table)
 
 
 def _split(table: str) -> tuple[str, str]:

@@ -52,6 +52,64 @@ def _topic(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _produce(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+    from pathlib import Path
+
+    from spark_apps.marketplace.generator import GeneratorConfig
+    from spark_apps.producer import produce
+    from spark_apps.topics import ensure_topic
+
+    total = args.events
+    if args.duration is not None:
+        if not args.rate:
+            raise PlatformError("--duration needs --rate (events per second)")
+        total = int(args.duration * args.rate)
+    base_time_ms = args.base_time_ms if args.base_time_ms is not None else int(time.time()) * 1000
+    config = GeneratorConfig(seed=args.seed, total_events=total, base_time_ms=base_time_ms,
+                             events_per_second=args.rate or GeneratorConfig.events_per_second,
+                             allowed_lateness_s=settings.allowed_lateness_s,
+                             session_gap_s=settings.session_gap_s)
+    topic = ensure_topic(settings, args.topic).name
+    manifest = Path(args.manifest) if args.manifest else settings.home / "manifests" / f"{topic}-seed{args.seed}.json"
+    result = produce(settings, config, topic=topic, rate=args.rate, manifest_path=manifest)
+    print(result.summary(topic, manifest))
+    return 0
+
+
+def _stream(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.pipeline import load_pipeline
+    from spark_apps.spark_session import get_spark
+    from spark_apps.streaming import StreamJob
+
+    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    if args.reset and not args.yes:
+        raise PlatformError("--reset deletes every stream table and the checkpoint; add --yes to confirm")
+    spark = get_spark(settings, app_name=f"kappa-stream-{pipeline.name}")
+    job = StreamJob(spark, settings, pipeline)
+    if args.reset:
+        job.reset()
+        print(f"deleted the checkpoint {job.checkpoint} and the stream tables of {pipeline.name}")
+    heartbeat = settings.home / "run" / f"{pipeline.name}.heartbeat.json"
+    stats = job.run(until_caught_up=not args.continuous, heartbeat=heartbeat)
+    records = sum(s.records for s in stats)
+    print(f"stream {pipeline.name}: {len(stats)} micro-batches, {records:,} records; heartbeat {heartbeat}")
+    return 0
+
+
+def _lineage(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.catalog import table_path
+    from spark_apps.lineage import position_at
+    from spark_apps.spark_session import get_spark
+
+    path = table_path(settings, args.table)
+    if not (path / "_delta_log").exists():
+        raise PlatformError(f"no Delta table {args.table} at {path}")
+    spark = get_spark(settings, app_name="kappa-lineage")
+    print(f"{args.table} {position_at(spark, str(path), args.version).describe()}")
+    return 0
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.demo import run_demo
 
@@ -80,6 +138,30 @@ def build_parser() -> argparse.ArgumentParser:
     topic.add_argument("--partitions", type=_positive_int, help="partitions for a new topic")
     topic.set_defaults(handler=_topic)
 
+    produce = commands.add_parser("produce", help="send generated marketplace events into the log")
+    size = produce.add_mutually_exclusive_group()
+    size.add_argument("--events", type=_positive_int, default=10_000, help="records to send (default 10000)")
+    size.add_argument("--duration", type=_positive_float, help="seconds to produce for (needs --rate)")
+    produce.add_argument("--rate", type=_positive_float, help="events per second (default: as fast as possible)")
+    produce.add_argument("--seed", type=int, default=42, help="generator seed (same seed, same records)")
+    produce.add_argument("--base-time-ms", type=int, help="event-time origin in epoch ms (default: now)")
+    produce.add_argument("--topic", help="topic (default: settings events_topic)")
+    produce.add_argument("--manifest", help="where to write the expected-results manifest")
+    produce.set_defaults(handler=_produce)
+
+    stream = commands.add_parser("stream", help="run the streaming job of a pipeline")
+    stream.add_argument("--continuous", action="store_true",
+                        help="keep running on a processing-time trigger (default: stop when caught up)")
+    stream.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    stream.add_argument("--reset", action="store_true", help="delete the checkpoint and stream tables first")
+    stream.add_argument("--yes", action="store_true", help="confirm --reset")
+    stream.set_defaults(handler=_stream)
+
+    lineage = commands.add_parser("lineage", help="print the log offsets a stream table version reflects")
+    lineage.add_argument("--table", required=True, help="schema.table, e.g. gold.merchant_revenue")
+    lineage.add_argument("--version", type=int, help="table version (default: latest)")
+    lineage.set_defaults(handler=_lineage)
+
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded setup")
     demo.set_defaults(handler=_demo)
 
@@ -95,6 +177,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
     return value
 
 

@@ -56,6 +56,10 @@ class Settings:
     window_s: int = 60
     session_gap_s: int = 300
     max_offsets_per_trigger: int = 200_000
+    trigger_interval_s: float = 2.0
+    pipeline: str = "marketplace"
+    # Test and chaos hook: "<stage>@<batch id>[:kill]" stops the job at that point of foreachBatch.
+    fault_inject: str = ""
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -38,6 +38,13 @@ def session_conf(settings: Settings) -> dict[str, str]:
         # MERGE honours these session settings for idempotent writes; reset them after each commit.
         "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta's own test settings for small local sessions: its default of 50 snapshot partitions
+        # turns every table read into dozens of tiny tasks.
+        "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(settings.spark_shuffle_partitions),
+        # MERGE sources here are deterministic reads of Delta tables and cached frames, so they need
+        # no materialized copy (which costs a local checkpoint per MERGE).
+        "spark.databricks.delta.merge.materializeSource": "none",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     }
 

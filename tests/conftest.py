@@ -36,7 +36,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 def kafka_broker(settings: Settings):
     from spark_apps.broker import EmbeddedBroker
 
-    broker = EmbeddedBroker(settings)
+    broker = EmbeddedBroker(settings, stop_with_parent=True)
     broker.start()
     yield broker
     broker.stop()

@@ -8,7 +8,13 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from spark_apps.broker import EmbeddedBroker
 from spark_apps.errors import BrokerError, TopicConfigError
 from spark_apps.settings import Settings
-from spark_apps.topics import REQUIRED_TOPIC_CONFIGS, admin_client, ensure_topic, partition_offsets, topic_configs
+from spark_apps.topics import (
+    REQUIRED_TOPIC_CONFIGS,
+    admin_client,
+    ensure_topic,
+    partition_offsets,
+    topic_configs,
+)
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -61,7 +67,7 @@ def test_a_topic_that_would_make_replay_inexact_is_refused(kafka_broker, setting
 def test_second_start_reuses_the_formatted_storage(tmp_path, settings):
     own = settings.with_overrides(home=tmp_path, kafka_port=free_port(), kafka_controller_port=free_port(),
                                   spark_jars_dir=settings.spark_jars_dir, kafka_jars_dir=settings.kafka_jars_dir)
-    broker = EmbeddedBroker(own)
+    broker = EmbeddedBroker(own, stop_with_parent=True)
     broker.start()
     try:
         ensure_topic(own, "survivor")
