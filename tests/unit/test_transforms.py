@@ -22,9 +22,9 @@ def test_the_lowest_partition_and_offset_wins_whatever_the_input_order(spark):
     rows = [candidate("e1", 1, 50, "late-copy"), candidate("e1", 0, 90, "first"), candidate("e2", 2, 7)]
     frame = spark.createDataFrame(rows, CANDIDATE_SCHEMA)
     chosen = winners(frame, "event_id", "event_time", allowed_lateness_s=900)
-    assertDataFrameEqual(chosen.select("event_id", "partition", "offset", "payload_fingerprint"),
-                         spark.createDataFrame([("e1", 0, 90, "first"), ("e2", 2, 7, "a")],
-                                               "event_id string, partition int, offset long, payload_fingerprint string"))
+    expected = spark.createDataFrame([("e1", 0, 90, "first"), ("e2", 2, 7, "a")],
+                                     "event_id string, partition int, offset long, payload_fingerprint string")
+    assertDataFrameEqual(chosen.select("event_id", "partition", "offset", "payload_fingerprint"), expected)
 
 
 def test_later_records_are_duplicates_or_conflicts_by_payload(spark):
