@@ -170,24 +170,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+def _positive(kind: type, strict: bool):
+    """An argparse type: a number of ``kind`` that is >= 1 (``strict``: > 0), with a one-line error."""
+    noun = "a whole number" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if value <= 0 or (not strict and value < 1):
+            raise argparse.ArgumentTypeError(f"expected {noun} {'> 0' if strict else '>= 1'}, got {text}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return value
+_positive_int = _positive(int, strict=False)
+_positive_float = _positive(float, strict=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
