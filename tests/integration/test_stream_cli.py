@@ -1,0 +1,62 @@
+"""The stream as on-call runs it: `kappa stream --continuous` in its own process, stopped by SIGTERM."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from spark_apps.marketplace.generator import GeneratorConfig
+from spark_apps.producer import produce
+from spark_apps.topics import ensure_topic
+
+pytestmark = pytest.mark.integration
+
+
+def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(kafka_broker, settings, tmp_path):
+    topic = "test.stream.cli"
+    ensure_topic(settings, topic)
+    produce(settings.with_overrides(events_topic=topic),
+            GeneratorConfig(seed=21, total_events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
+    env = {**os.environ, "KAPPA_HOME": str(tmp_path), "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+           "KAPPA_EVENTS_TOPIC": topic, "KAPPA_SPARK_JARS_DIR": str(settings.spark_jars_dir),
+           "KAPPA_SPARK_SHUFFLE_PARTITIONS": "2", "KAPPA_TRIGGER_INTERVAL_S": "1"}
+    stream = subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--continuous"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    heartbeat = tmp_path / "run" / "marketplace.heartbeat.json"
+    try:
+        deadline = time.monotonic() + 240
+        beat = {}
+        while time.monotonic() < deadline and stream.poll() is None:
+            if heartbeat.exists():
+                beat = json.loads(heartbeat.read_text())
+                if beat.get("last_batch_id") is not None:
+                    break
+            time.sleep(1)
+        assert beat.get("last_batch_id") == 0 and beat["last_batch_records"] == 400, stream.stderr
+        stream.send_signal(signal.SIGTERM)
+        out, err = stream.communicate(timeout=120)
+    finally:
+        if stream.poll() is None:
+            stream.kill()
+    assert stream.returncode == 0, err[-2000:]
+    assert "stream marketplace: 1 micro-batches, 400 records" in out
+
+    lineage = subprocess.run([sys.executable, "-m", "spark_apps.cli", "lineage", "--table", "gold.merchant_revenue"],
+                             env=env, capture_output=True, text=True, timeout=240)
+    assert lineage.returncode == 0, lineage.stderr[-2000:]
+    ends = {f"p{p}" for p in range(settings.topic_partitions)}
+    assert lineage.stdout.startswith("gold.merchant_revenue version 1: batch 0 of kappa-marketplace-")
+    assert all(f"{p}=[0," in lineage.stdout for p in ends)
+
+
+def test_lineage_of_a_missing_table_is_one_line(settings, tmp_path):
+    env = {**os.environ, "KAPPA_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "lineage", "--table", "gold.nothing"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    expected = f"kappa lineage: error: no Delta table gold.nothing at {tmp_path}/warehouse/gold.db/nothing"
+    assert done.stderr.strip() == expected
