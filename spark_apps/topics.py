@@ -30,7 +30,7 @@ def admin_client(settings: Settings) -> Iterator:
 
     try:
         admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers,
-                                 client_id="kappa-admin", request_timeout_ms=10_000)
+                                 client_id="kappa-admin", request_timeout_ms=10_000, bootstrap_timeout_ms=10_000)
     except KafkaError as exc:
         raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap_servers} ({exc}); "
                           "is it running? `make up` starts the embedded broker") from None
