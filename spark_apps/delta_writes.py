@@ -37,19 +37,6 @@ def idempotent_append(df: DataFrame, path: str, app_id: str, batch_id: int) -> N
      .save(path))
 
 
-def last_committed_batch(spark, path: str, app_id: str) -> int | None:
-    """The highest txnVersion this app id committed to the table, from the Delta log itself."""
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
-        return None
-    versions = [json.loads(row.userMetadata).get("batch_id")
-                for row in DeltaTable.forPath(spark, path).history().select("userMetadata").collect()
-                if row.userMetadata and json.loads(row.userMetadata).get("app_id") == app_id]
-    versions = [v for v in versions if v is not None]
-    return max(versions) if versions else None
-
-
 def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute_keys: tuple[str, ...],
                       affected: DataFrame, recomputed: DataFrame, app_id: str, batch_id: int) -> None:
     """Make the rows of the ``affected`` keys equal to ``recomputed``: update, insert, delete the rest.

@@ -32,14 +32,15 @@ from spark_apps.catalog import ensure_table, table_path
 from spark_apps.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
 from spark_apps.errors import PlatformError
 from spark_apps.faults import FaultPlan
-from spark_apps.parsing import dead_letters, event_columns, parse_records, valid_events
+from spark_apps.parsing import COORDINATE_COLUMNS, dead_letters, event_columns, parse_records, valid_events
 from spark_apps.pipeline import Pipeline, TableNames
 from spark_apps.settings import Settings
 from spark_apps.transforms import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "kappa_app_id"
-BRONZE_COLUMNS = ("topic", "partition", "offset", "log_append_time", "key", "value")
+# Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
+BRONZE_COLUMNS = COORDINATE_COLUMNS
 
 
 class CheckpointMismatch(PlatformError):
@@ -100,13 +101,12 @@ class StreamJob:
         parsed = parse_records(raw, schema)
         candidates = self._candidate_rows(parsed)
         events = winners(candidates, schema.id_field, schema.time_field, self.settings.allowed_lateness_s)
-        plain = {"delta.appendOnly": "false"}
         cdf = {"delta.enableChangeDataFeed": "true"}
         ensure_table(self.spark, self.settings, self.tables.bronze, parsed.select(*BRONZE_COLUMNS).schema)
         ensure_table(self.spark, self.settings, self.tables.dead_letters, dead_letters(parsed).schema)
         ensure_table(self.spark, self.settings, self.tables.candidates, candidates.schema)
         ensure_table(self.spark, self.settings, self.tables.events, events.schema, properties=cdf)
-        ensure_table(self.spark, self.settings, self.tables.late_events, events.schema, properties=plain)
+        ensure_table(self.spark, self.settings, self.tables.late_events, events.schema)
         ensure_table(self.spark, self.settings, self.tables.duplicates,
                      losers(candidates, schema.id_field).schema)
         ensure_table(self.spark, self.settings, self.tables.commits, _commits_schema())
