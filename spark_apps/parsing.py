@@ -54,6 +54,12 @@ def dead_letters(parsed: DataFrame) -> DataFrame:
             .select(*COORDINATE_COLUMNS, F.col(REASON_COLUMN).alias("reason")))
 
 
+def candidate_rows(parsed: DataFrame, schema: EventSchema) -> DataFrame:
+    """Every valid record as silver sees it: the typed fields, its log coordinates and fingerprint."""
+    return valid_events(parsed).select(*event_columns(schema), "topic", "partition", "offset", "log_append_time",
+                                       FINGERPRINT_COLUMN)
+
+
 def event_columns(schema: EventSchema) -> list[str]:
     """The typed field columns of ``parse_records``, in schema order."""
     return [spec.name for spec in schema.fields]

@@ -30,9 +30,10 @@ from pathlib import Path
 from spark_apps import lineage
 from spark_apps.catalog import ensure_table, table_path
 from spark_apps.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
+from spark_apps.determinism import assert_deterministic
 from spark_apps.errors import PlatformError
 from spark_apps.faults import FaultPlan
-from spark_apps.parsing import COORDINATE_COLUMNS, dead_letters, event_columns, parse_records, valid_events
+from spark_apps.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
 from spark_apps.pipeline import Pipeline, TableNames
 from spark_apps.settings import Settings
 from spark_apps.transforms import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
@@ -94,13 +95,16 @@ class StreamJob:
     # ---- tables -------------------------------------------------------------------------------
 
     def ensure_tables(self) -> None:
-        """Create every stream table (empty) with the schema the transforms produce."""
+        """Create every stream table (empty) with the schema the transforms produce, after refusing a
+        pipeline whose gold functions are not deterministic (so a refused one leaves no table behind)."""
         schema = self.pipeline.schema
         raw = self.spark.createDataFrame([], "key binary, value binary, topic string, partition int, "
                                              "offset long, timestamp timestamp, timestampType int")
         parsed = parse_records(raw, schema)
-        candidates = self._candidate_rows(parsed)
+        candidates = candidate_rows(parsed, self.pipeline.schema)
         events = winners(candidates, schema.id_field, schema.time_field, self.settings.allowed_lateness_s)
+        on_time = events.where("NOT is_late")
+        assert_deterministic(self.pipeline, on_time, self.settings)
         cdf = {"delta.enableChangeDataFeed": "true"}
         ensure_table(self.spark, self.settings, self.tables.bronze, parsed.select(*BRONZE_COLUMNS).schema)
         ensure_table(self.spark, self.settings, self.tables.dead_letters, dead_letters(parsed).schema)
@@ -110,15 +114,10 @@ class StreamJob:
         ensure_table(self.spark, self.settings, self.tables.duplicates,
                      losers(candidates, schema.id_field).schema)
         ensure_table(self.spark, self.settings, self.tables.commits, _commits_schema())
-        on_time = events.where("NOT is_late")
         for gold in self.pipeline.gold_tables:
             output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
             ensure_table(self.spark, self.settings, self.tables.gold(gold.name), output.schema,
                          properties=cdf if gold.change_data_feed else None)
-
-    def _candidate_rows(self, parsed):
-        return valid_events(parsed).select(*event_columns(self.pipeline.schema), *COORDINATES,
-                                           "log_append_time", "payload_fingerprint")
 
     # ---- checkpoint safety -------------------------------------------------------------------
 
@@ -199,7 +198,8 @@ class StreamJob:
                 idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
             self.faults.reached("after_dead_letters", batch_id)
             with _timed(timings, "candidates"):
-                idempotent_append(self._candidate_rows(parsed), self.path(self.tables.candidates), app_id, batch_id)
+                idempotent_append(candidate_rows(parsed, self.pipeline.schema), self.path(self.tables.candidates),
+                                  app_id, batch_id)
             self.faults.reached("after_candidates", batch_id)
             if n_valid:
                 self._recompute_silver_and_gold(spark, parsed, app_id, batch_id, timings)

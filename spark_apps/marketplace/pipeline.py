@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
@@ -10,7 +10,7 @@ from spark_apps.pipeline import GoldTable, Pipeline
 from spark_apps.settings import Settings
 
 
-def _amount_if(event_type: str) -> F.Column:
+def _amount_if(event_type: str) -> Column:
     return F.coalesce(F.sum(F.when(F.col("event_type") == event_type, F.col("amount_cents"))), F.lit(0)).cast(
         "long")
 
@@ -45,9 +45,130 @@ MERCHANT_REVENUE = GoldTable(
     description="One row per merchant, event-time tumbling window and currency.",
 )
 
+# ---- gold.order_status ---------------------------------------------------------------------------
+
+ORPHAN_PAYMENT = "orphan_payment"
+ORPHAN_REFUND = "orphan_refund"
+PLACED = "placed"
+PAID = "paid"
+REFUNDED = "refunded"
+
+
+def order_key_rows(silver: DataFrame, settings: Settings) -> DataFrame:
+    """Every marketplace event carries the order it belongs to, which is this table's key."""
+    return silver
+
+
+def _earliest(alias: str) -> Column:
+    """The earliest event of a group with its attributes, by (event_time, event_id): a total order, so a
+    tie in event time is broken by data, never by the order rows happen to arrive in."""
+    return F.min(F.struct("event_time", "event_id", "customer_id", "merchant_id", "currency",
+                          "amount_cents")).alias(alias)
+
+
+def _per_order(rows: DataFrame, event_type: str, *aggregates: Column) -> DataFrame:
+    """One side of the join: the events of one type, aggregated per order."""
+    return rows.where(F.col("event_type") == event_type).groupBy("order_id").agg(*aggregates)
+
+
+def _order_status(placed: Column, payment: Column, refund: Column) -> Column:
+    """With an order: refunded beats paid beats placed. Without one: an orphan payment or an orphan refund."""
+    return (F.when(placed.isNull() & payment.isNotNull(), F.lit(ORPHAN_PAYMENT))
+            .when(placed.isNull(), F.lit(ORPHAN_REFUND))
+            .when(refund.isNotNull(), F.lit(REFUNDED))
+            .when(payment.isNotNull(), F.lit(PAID))
+            .otherwise(F.lit(PLACED)))
+
+
+def order_status(rows: DataFrame, settings: Settings) -> DataFrame:
+    """Per order: a FULL OUTER JOIN of its order, its payments and its refunds.
+
+    Either side may be missing: a payment that arrives before its order is an orphan payment until the
+    order arrives, then the same row (same ``order_id``) becomes a paid order, which the Change Data
+    Feed shows as a retraction (update pre-image) and the new row (post-image). Several events of one
+    type add up (payments, refunds); for an order placed twice the earliest placement counts.
+    """
+    orders = _per_order(rows, ORDER_PLACED, _earliest("placed"))
+    payments = _per_order(rows, PAYMENT_CAPTURED, _earliest("payment"), F.sum("amount_cents").alias("paid_cents"))
+    refunds = _per_order(rows, ORDER_REFUNDED, _earliest("refund"), F.sum("amount_cents").alias("refunded_cents"))
+    placed, payment, refund = F.col("placed"), F.col("payment"), F.col("refund")
+    joined = orders.join(payments, "order_id", "full_outer").join(refunds, "order_id", "full_outer")
+    first_known = {name: F.coalesce(*[side.getField(name) for side in (placed, payment, refund)])
+                   for name in ("customer_id", "merchant_id", "currency")}
+    return joined.select(
+        "order_id",
+        *[column.alias(name) for name, column in first_known.items()],
+        placed.getField("amount_cents").alias("order_amount_cents"),
+        placed.getField("event_time").alias("placed_at"),
+        F.coalesce(F.col("paid_cents"), F.lit(0)).cast("long").alias("paid_cents"),
+        payment.getField("event_time").alias("paid_at"),
+        F.coalesce(F.col("refunded_cents"), F.lit(0)).cast("long").alias("refunded_cents"),
+        refund.getField("event_time").alias("refunded_at"),
+        _order_status(placed, payment, refund).alias("status"))
+
+
+ORDER_STATUS = GoldTable(
+    name="order_status",
+    recompute_keys=("order_id",),
+    primary_keys=("order_id",),
+    key_rows=order_key_rows,
+    compute=order_status,
+    description="One row per order id: its order, payments and refunds joined FULL OUTER, and its status.",
+)
+
+
+# ---- gold.customer_sessions -----------------------------------------------------------------------
+
+def customer_key_rows(silver: DataFrame, settings: Settings) -> DataFrame:
+    """Every event counts for the customer it names; sessions never span two customers."""
+    return silver
+
+
+def _session_numbers(rows: DataFrame, gap_s: int) -> DataFrame:
+    """Number each customer's sessions: a session starts at the first event and at every event more than
+    ``gap_s`` after the previous one. Events are ordered by (event_time, event_id), a total order, so
+    the numbering depends on the events alone."""
+    by_time = Window.partitionBy("customer_id").orderBy("event_time", "event_id")
+    gap_micros = F.unix_micros("event_time") - F.unix_micros(F.lag("event_time").over(by_time))
+    starts_session = F.coalesce(gap_micros > F.lit(gap_s * 1_000_000), F.lit(True)).cast("int")
+    running = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    return (rows.withColumn("_starts_session", starts_session)
+            .withColumn("_session", F.sum("_starts_session").over(running)))
+
+
+def _count_of(event_type: str) -> Column:
+    return F.count(F.when(F.col("event_type") == event_type, True)).cast("long")
+
+
+def customer_sessions(rows: DataFrame, settings: Settings) -> DataFrame:
+    """Per customer, maximal runs of events no more than ``session_gap_s`` apart: start, end, counts.
+
+    A session is identified by its customer and first event time. An event that closes the gap between
+    two sessions merges them: the earlier session's row grows and the later one's row is deleted.
+    Counts, not amounts: a customer buys from merchants in different currencies.
+    """
+    sessions = _session_numbers(rows, int(settings.session_gap_s))
+    return (sessions.groupBy("customer_id", "_session")
+            .agg(F.min("event_time").alias("session_start"), F.max("event_time").alias("session_end"),
+                 F.count("*").cast("long").alias("events"), _count_of(ORDER_PLACED).alias("orders"),
+                 _count_of(PAYMENT_CAPTURED).alias("payments"), _count_of(ORDER_REFUNDED).alias("refunds"))
+            .withColumn("duration_ms", F.unix_millis("session_end") - F.unix_millis("session_start"))
+            .select("customer_id", "session_start", "session_end", "duration_ms", "events", "orders", "payments",
+                    "refunds"))
+
+
+CUSTOMER_SESSIONS = GoldTable(
+    name="customer_sessions",
+    recompute_keys=("customer_id",),
+    primary_keys=("customer_id", "session_start"),
+    key_rows=customer_key_rows,
+    compute=customer_sessions,
+    description="One row per customer session: events no more than session_gap_s apart in event time.",
+)
+
 PIPELINE = Pipeline(
     name="marketplace",
     schema=SCHEMA,
-    gold_tables=(MERCHANT_REVENUE,),
+    gold_tables=(MERCHANT_REVENUE, ORDER_STATUS, CUSTOMER_SESSIONS),
     description="An online marketplace: orders, payments, refunds.",
 )

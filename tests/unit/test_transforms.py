@@ -4,7 +4,14 @@ import datetime as dt
 
 from pyspark.testing import assertDataFrameEqual
 
-from spark_apps.marketplace.pipeline import merchant_revenue, revenue_key_rows
+from spark_apps.marketplace.pipeline import (
+    customer_key_rows,
+    customer_sessions,
+    merchant_revenue,
+    order_key_rows,
+    order_status,
+    revenue_key_rows,
+)
 from spark_apps.settings import Settings
 from spark_apps.transforms import lateness_flag, losers, rows_of_keys, touched_keys, winners
 
@@ -73,3 +80,57 @@ def test_merchant_revenue_sums_payments_minus_refunds_per_window_and_currency(sp
     ], "merchant_id string, window_start timestamp, window_end timestamp, currency string, orders long, "
        "gross_cents long, refunds_cents long, net_cents long, distinct_customers long")
     assertDataFrameEqual(result, expected)
+
+
+MARKETPLACE_EVENT_SCHEMA = ("event_id string, event_type string, event_time timestamp, order_id string, "
+                            "customer_id string, merchant_id string, amount_cents long, currency string")
+
+
+def marketplace_event(event_id, event_type, seconds, order_id, amount=100, customer="c1"):
+    return (event_id, event_type, T0 + dt.timedelta(seconds=seconds), order_id, customer, "m1", amount, "EUR")
+
+
+def test_order_status_joins_orders_payments_and_refunds_full_outer_with_one_status_each(spark):
+    settings = Settings()
+    at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
+    events = spark.createDataFrame([
+        marketplace_event("e1", "order_placed", 1, "placed"),
+        marketplace_event("e2", "order_placed", 1, "paid", amount=900),
+        marketplace_event("e3", "payment_captured", 5, "paid", amount=400),
+        marketplace_event("e4", "payment_captured", 3, "paid", amount=500),
+        marketplace_event("e5", "order_placed", 1, "refunded"),
+        marketplace_event("e6", "payment_captured", 2, "refunded"),
+        marketplace_event("e7", "order_refunded", 9, "refunded", amount=60),
+        marketplace_event("e8", "payment_captured", 4, "orphan-payment", amount=70),
+        marketplace_event("e9", "order_refunded", 6, "orphan-refund", amount=30),
+    ], MARKETPLACE_EVENT_SCHEMA)
+    result = order_status(order_key_rows(events, settings), settings)
+    expected = spark.createDataFrame([
+        ("placed", 100, at(1), 0, None, 0, None, "placed"),
+        ("paid", 900, at(1), 900, at(3), 0, None, "paid"),
+        ("refunded", 100, at(1), 100, at(2), 60, at(9), "refunded"),
+        ("orphan-payment", None, None, 70, at(4), 0, None, "orphan_payment"),
+        ("orphan-refund", None, None, 0, None, 30, at(6), "orphan_refund"),
+    ], "order_id string, order_amount_cents long, placed_at timestamp, paid_cents long, paid_at timestamp, "
+       "refunded_cents long, refunded_at timestamp, status string")
+    assertDataFrameEqual(result.drop("customer_id", "merchant_id", "currency"), expected)
+
+
+def test_an_event_that_closes_the_gap_merges_two_sessions(spark):
+    settings = Settings(session_gap_s=300)
+    at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
+    apart = [marketplace_event("e1", "order_placed", 0, "o1"), marketplace_event("e2", "order_placed", 301, "o2"),
+             marketplace_event("e3", "order_placed", 0, "o3", customer="c2")]
+    bridge = [marketplace_event("e4", "payment_captured", 150, "o1")]
+    schema = ("customer_id string, session_start timestamp, session_end timestamp, duration_ms long, events long, "
+              "orders long, payments long, refunds long")
+
+    def sessions(rows):
+        return customer_sessions(customer_key_rows(spark.createDataFrame(rows, MARKETPLACE_EVENT_SCHEMA), settings),
+                                 settings)
+
+    assertDataFrameEqual(sessions(apart), spark.createDataFrame([
+        ("c1", at(0), at(0), 0, 1, 1, 0, 0), ("c1", at(301), at(301), 0, 1, 1, 0, 0),
+        ("c2", at(0), at(0), 0, 1, 1, 0, 0)], schema))
+    assertDataFrameEqual(sessions(apart + bridge), spark.createDataFrame([
+        ("c1", at(0), at(301), 301_000, 3, 2, 1, 0), ("c2", at(0), at(0), 0, 1, 1, 0, 0)], schema))

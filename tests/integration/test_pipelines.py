@@ -1,0 +1,172 @@
+"""Declared pipelines through the real stream: seed 003's FULL OUTER JOIN, a session merge, a test-only pipeline.
+
+Each test streams a handful of events, one micro-batch at a time where the order matters, and checks
+the final gold table and its Change Data Feed: the retractions (update pre-images, deletes) a
+downstream consumer sees. The marketplace tests run a pipeline of only the table under test, to keep
+each micro-batch short; ``test_stream`` runs all three marketplace tables together.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections import defaultdict
+
+import pytest
+
+from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
+from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS
+from spark_apps.pipeline import Pipeline, load_pipeline
+from spark_apps.producer import make_producer
+from spark_apps.streaming import StreamJob
+from spark_apps.topics import ensure_topic
+from tests.expected import UTC, as_utc
+
+pytestmark = pytest.mark.integration
+
+# Within one commit a pre-image comes before its post-image.
+CHANGE_RANK = {"update_preimage": 0, "update_postimage": 1, "insert": 2, "delete": 3}
+DETAILS = {ORDER_PLACED: {"item_count": 1}, PAYMENT_CAPTURED: {"payment_method": "card"}}
+
+
+def now_ms() -> dt.datetime:
+    moment = dt.datetime.now(UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def marketplace_event(event_type: str, order_id: str, at: dt.datetime, amount: int, customer: str = "c1") -> dict:
+    return {"event_id": f"{event_type}-{order_id}", "event_type": event_type, "event_time": iso(at),
+            "schema_version": 1, "order_id": order_id, "customer_id": customer, "merchant_id": "m1",
+            "amount_cents": amount, "currency": "EUR", **DETAILS[event_type]}
+
+
+def send(settings, topic: str, records: list[tuple[str, bytes]]) -> None:
+    """Append (key, value) records in this order (one partition keeps it)."""
+    producer = make_producer(settings)
+    try:
+        for key, value in records:
+            producer.send(topic, key=key.encode(), value=value)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def stream_settings(settings, tmp_path, topic: str, partitions: int, **overrides):
+    ensure_topic(settings, topic, partitions=partitions)
+    return settings.with_overrides(events_topic=topic, warehouse_dir=tmp_path / "warehouse",
+                                   checkpoint_root=tmp_path / "checkpoints", **overrides)
+
+
+def change_feed(spark, path: str, keys: tuple[str, ...], values: tuple[str, ...]) -> list[list[tuple]]:
+    """The changes since the table was created, one list per commit in commit order; each row is
+    (change type, *keys, *values), timestamps in UTC."""
+    feed = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
+            .load(path).collect())
+    commits: dict[int, list] = defaultdict(list)
+    for row in feed:
+        commits[row["_commit_version"]].append(row)
+    utc = lambda value: as_utc(value) if isinstance(value, dt.datetime) else value  # noqa: E731
+    return [[(row["_change_type"], *[utc(row[c]) for c in (*keys, *values)])
+             for row in sorted(rows, key=lambda r: (tuple(r[k] for k in keys), CHANGE_RANK[r["_change_type"]]))]
+            for _, rows in sorted(commits.items())]
+
+
+def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spark, settings, kafka_broker, tmp_path):
+    """Seed 003's Left/Right example: Left = order_placed, Right = payment_captured, Num = order_id,
+    fed in the seed's arrival order, one event per micro-batch."""
+    topic = f"test.seed003.{uuid.uuid4().hex[:8]}"
+    config = stream_settings(settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=1)
+    start = now_ms() - dt.timedelta(minutes=10)
+    at = {minute: start + dt.timedelta(minutes=minute) for minute in range(1, 7)}  # the seed's 12:01 .. 12:06
+    arrivals = [(PAYMENT_CAPTURED, 2, 1), (ORDER_PLACED, 1, 2), (ORDER_PLACED, 3, 3),
+                (PAYMENT_CAPTURED, 3, 4), (PAYMENT_CAPTURED, 4, 5), (ORDER_PLACED, 2, 6)]
+    send(config, topic, [(str(num), json.dumps(marketplace_event(side, str(num), at[minute], num * 1000)).encode())
+                         for side, num, minute in arrivals])
+
+    job = StreamJob(spark, config, Pipeline(name="seed003", schema=SCHEMA, gold_tables=(ORDER_STATUS,)))
+    job.run(until_caught_up=True)
+    assert len(job.stats) == 6, "one micro-batch per event"
+
+    path = job.path(job.tables.gold("order_status"))
+    final = {r.order_id: (r.order_amount_cents, as_utc(r.placed_at) if r.placed_at else None, r.paid_cents,
+                          as_utc(r.paid_at) if r.paid_at else None, r.status)
+             for r in spark.read.format("delta").load(path).collect()}
+    assert final == {"1": (1000, at[2], 0, None, "placed"),                  # (L1, null)
+                     "2": (2000, at[6], 2000, at[1], "paid"),                # (L2, R2)
+                     "3": (3000, at[3], 3000, at[4], "paid"),                # (L3, R3)
+                     "4": (None, None, 4000, at[5], "orphan_payment")}       # (null, R4)
+
+    columns = ("order_amount_cents", "paid_cents", "status")
+    assert change_feed(spark, path, ("order_id",), columns) == [
+        [("insert", "2", None, 2000, "orphan_payment")],                     # 12:01 +(null, R2)
+        [("insert", "1", 1000, 0, "placed")],                                # 12:02 +(L1, null)
+        [("insert", "3", 3000, 0, "placed")],                                # 12:03 +(L3, null)
+        [("update_preimage", "3", 3000, 0, "placed"),                        # 12:04 undo (L3, null)
+         ("update_postimage", "3", 3000, 3000, "paid")],                     #       +(L3, R3)
+        [("insert", "4", None, 4000, "orphan_payment")],                     # 12:05 +(null, R4)
+        [("update_preimage", "2", None, 2000, "orphan_payment"),             # 12:06 undo (null, R2)
+         ("update_postimage", "2", 2000, 2000, "paid")],                     #       +(L2, R2)
+    ]
+
+
+def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings, kafka_broker, tmp_path):
+    topic = f"test.sessions.{uuid.uuid4().hex[:8]}"
+    config = stream_settings(settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=2)
+    gap = dt.timedelta(seconds=config.session_gap_s)
+    first = now_ms() - dt.timedelta(minutes=10)
+    second, bridge = first + gap + dt.timedelta(seconds=60), first + gap / 2 + dt.timedelta(seconds=30)
+    events = [marketplace_event(ORDER_PLACED, "o1", first, 100, customer="c7"),
+              marketplace_event(ORDER_PLACED, "o2", second, 200, customer="c7"),
+              marketplace_event(PAYMENT_CAPTURED, "o1", bridge, 100, customer="c7")]
+    send(config, topic, [(e["order_id"], json.dumps(e).encode()) for e in events])
+
+    job = StreamJob(spark, config, Pipeline(name="sessions", schema=SCHEMA, gold_tables=(CUSTOMER_SESSIONS,)))
+    job.run(until_caught_up=True)
+    assert len(job.stats) == 2, "the two sessions in one micro-batch, the bridging event in the next"
+
+    path = job.path(job.tables.gold("customer_sessions"))
+    final = [(r.customer_id, as_utc(r.session_start), as_utc(r.session_end), r.duration_ms, r.events, r.orders,
+              r.payments) for r in spark.read.format("delta").load(path).collect()]
+    assert final == [("c7", first, second, (second - first) // dt.timedelta(milliseconds=1), 3, 2, 1)]
+
+    assert change_feed(spark, path, ("customer_id", "session_start"), ("session_end", "events")) == [
+        [("insert", "c7", first, first, 1), ("insert", "c7", second, second, 1)],
+        [("update_preimage", "c7", first, first, 1),     # the earlier session is retracted and grows,
+         ("update_postimage", "c7", first, second, 3),
+         ("delete", "c7", second, second, 1)],           # the later one is retracted for good
+    ]
+
+
+def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spark, settings, kafka_broker, tmp_path):
+    pipeline = load_pipeline("tests.sensor_pipeline:PIPELINE")
+    config = stream_settings(settings, tmp_path, pipeline.topic, partitions=2, allowed_lateness_s=3 * 3600)
+    hour = dt.datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    minutes_before = lambda m: hour - dt.timedelta(minutes=m)  # noqa: E731
+    readings = [("dev-a", 100, 215), ("dev-a", 95, 198), ("dev-a", 30, 240), ("dev-a", 25, 251),
+                ("dev-b", 50, -35), ("dev-b", 10, -12), ("dev-b", 5 * 60 + 60, 100)]  # the last one is late
+    values = [(device, json.dumps({"reading_id": f"r{i}", "kind": "reading", "measured_at": iso(minutes_before(m)),
+                                   "schema_version": 1, "device_id": device, "celsius_tenths": tenths}).encode())
+              for i, (device, m, tenths) in enumerate(readings)]
+    below_zero = json.dumps({"reading_id": "cold", "kind": "reading", "measured_at": iso(minutes_before(5)),
+                             "schema_version": 1, "device_id": "dev-c", "celsius_tenths": -3000}).encode()
+    send(config, pipeline.topic, [*values, ("dev-c", b'{"reading_id": "r9", '), ("dev-c", below_zero)])
+
+    job = StreamJob(spark, config, pipeline)
+    job.run(until_caught_up=True)
+
+    table = lambda name: spark.read.format("delta").load(job.path(name))  # noqa: E731
+    assert job.tables.gold("device_hourly") == "gold.sensors_device_hourly"
+    gold = {(r.device_id, as_utc(r.hour_start)): (r.readings, r.min_tenths, r.max_tenths, r.sum_tenths)
+            for r in table(job.tables.gold("device_hourly")).collect()}
+    assert gold == {("dev-a", hour - dt.timedelta(hours=2)): (2, 198, 215, 413),
+                    ("dev-a", hour - dt.timedelta(hours=1)): (2, 240, 251, 491),
+                    ("dev-b", hour - dt.timedelta(hours=1)): (2, -35, -12, -47)}
+    assert [r.reading_id for r in table(job.tables.late_events).collect()] == ["r6"]
+    assert sorted((bytes(r.value), r.reason) for r in table(job.tables.dead_letters).collect()) == \
+        [(below_zero, "below_minimum:celsius_tenths"), (b'{"reading_id": "r9", ', "malformed_json")]
+    assert table(job.tables.bronze).count() == len(readings) + 2
