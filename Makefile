@@ -12,12 +12,13 @@ MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
 
-.PHONY: help install jars up down demo test lint clean tools
+.PHONY: help install jars up down demo test bench lint clean tools
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
 	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
 	@echo "make up     - start the embedded Kafka broker;  make down - stop what make started"
+	@echo "make bench  - recompute + reconcile 1M events; numbers to bench/results/reconcile.json"
 	@echo "make lint   - ruff over the code"
 	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
 
@@ -61,8 +62,11 @@ demo: install jars
 test: install jars
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
+bench: install jars
+	@$(PY) bench/reconcile.py
+
 lint: install
-	@$(VENV)/bin/ruff check spark_apps dags tests
+	@$(VENV)/bin/ruff check spark_apps dags tests bench
 
 clean: down
 	rm -rf $(VAR) $(VENV)

@@ -35,7 +35,8 @@ def register_table(spark, settings: Settings, table: str) -> None:
     working with another warehouse registered elsewhere (dropping an external table keeps its data)."""
     schema, _ = _split(table)
     location = str(table_path(settings, table))
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    if not spark.catalog.databaseExists(schema):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     if spark.catalog.tableExists(table):
         registered = spark.sql(f"DESCRIBE DETAIL {table}").first()["location"]
         if registered.removeprefix("file:").rstrip("/") == location.rstrip("/"):

@@ -110,6 +110,25 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.auditor import audit, summary_lines
+    from spark_apps.pipeline import load_pipeline
+    from spark_apps.spark_session import get_spark
+
+    if args.version is not None and args.table is None:
+        raise PlatformError("--version needs --table (the stream table whose version to audit)")
+    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    spark = get_spark(settings, app_name=f"kappa-reconcile-{pipeline.name}")
+    only = [name.strip() for name in args.only.split(",")] if args.only else None
+    run = audit(spark, settings, pipeline, table=args.table, version=args.version, only=only)
+    print("\n".join(summary_lines(run)))
+    if not run.success:
+        print(f"kappa reconcile: stream and batch differ or a quality rule failed; see {run.report_path}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.demo import run_demo
 
@@ -161,6 +180,14 @@ def build_parser() -> argparse.ArgumentParser:
     lineage.add_argument("--table", required=True, help="schema.table, e.g. gold.merchant_revenue")
     lineage.add_argument("--version", type=int, help="table version (default: latest)")
     lineage.set_defaults(handler=_lineage)
+
+    reconcile = commands.add_parser(
+        "reconcile", help="recompute from the log and prove each stream table equals the batch (exit 1 if not)")
+    reconcile.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    reconcile.add_argument("--table", help="audit the stream batch this table's version reflects")
+    reconcile.add_argument("--version", type=int, help="version of --table (default: its latest)")
+    reconcile.add_argument("--only", help="comma-separated stream tables to reconcile (default: all)")
+    reconcile.set_defaults(handler=_reconcile)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded setup")
     demo.set_defaults(handler=_demo)

@@ -37,6 +37,8 @@ class Settings:
     kafka_data_dir: Path = _under_home("kafka")
     log_dir: Path = _under_home("logs")
     reports_dir: Path = _under_home("reports")
+    gx_dir: Path = _under_home("gx")
+    expectations_dir: Path = PROJECT_ROOT / "expectations"
 
     kafka_host: str = "127.0.0.1"
     kafka_port: int = 9092
@@ -58,6 +60,8 @@ class Settings:
     max_offsets_per_trigger: int = 200_000
     trigger_interval_s: float = 2.0
     pipeline: str = "marketplace"
+    # Reconciliation compares per-bucket fingerprints first; tables without a window column hash keys into this many.
+    reconcile_buckets: int = 64
     # Test and chaos hook: "<stage>@<batch id>[:kill]" stops the job at that point of foreachBatch.
     fault_inject: str = ""
 
@@ -78,7 +82,7 @@ class Settings:
         if self.kafka_port == self.kafka_controller_port:
             raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
         for name in ("topic_partitions", "spark_shuffle_partitions", "window_s", "session_gap_s",
-                     "max_offsets_per_trigger"):
+                     "max_offsets_per_trigger", "reconcile_buckets"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         if self.allowed_lateness_s < 0:

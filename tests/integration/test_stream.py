@@ -2,54 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
-import time
 from collections import Counter
 
 import pytest
 
 from spark_apps.kafka_io import read_log_range
 from spark_apps.lineage import batch_end_offsets, batch_start_offsets, committed_batches, position_at
-from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
+from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.producer import produce
-from spark_apps.streaming import CheckpointMismatch, StreamFailed, StreamJob
-from tests.expected import as_utc, merchant_revenue
+from spark_apps.streaming import CheckpointMismatch, StreamJob
+from tests.expected import as_utc, customer_sessions, merchant_revenue, order_status
+from tests.streams import FAULTS
 
 pytestmark = pytest.mark.integration
-
-
-def fresh_stream_settings(settings, home, topic_name: str, max_offsets: int):
-    from spark_apps.topics import ensure_topic
-
-    ensure_topic(settings, topic_name)
-    return settings.with_overrides(events_topic=topic_name, warehouse_dir=home / "warehouse",
-                                   checkpoint_root=home / "checkpoints", max_offsets_per_trigger=max_offsets)
-
-
-@pytest.fixture(scope="module")
-def streamed(kafka_broker, spark, settings, tmp_path_factory):
-    """One stream run over every hard case, shared by the tests that only read its results."""
-    stream_settings = fresh_stream_settings(settings, tmp_path_factory.mktemp("stream"), "test.stream.shared", 1100)
-    manifest, values = produce_hard_cases(stream_settings)
-    job = run_stream(spark, stream_settings)
-    return job, manifest, values
-
-
-def produce_hard_cases(settings, total=3000, seed=3) -> tuple[Manifest, dict]:
-    config = GeneratorConfig(seed=seed, total_events=total, base_time_ms=int(time.time()) * 1000,
-                             allowed_lateness_s=settings.allowed_lateness_s, late_rate=0.03,
-                             malformed_rate=0.03, duplicate_rate=0.04, conflict_rate=0.01,
-                             payment_before_order_rate=0.05, merchants=12, customers=300)
-    result = produce(settings, config, show_progress=False)
-    values = {r.seq: r.value for r in generate(config)}
-    return result.manifest, values
-
-
-def run_stream(spark, settings, fault: str = "") -> StreamJob:
-    job = StreamJob(spark, settings.with_overrides(fault_inject=fault), PIPELINE)
-    job.run(until_caught_up=True)
-    return job
 
 
 def assert_tables_match_manifest(spark, job: StreamJob, manifest: Manifest, values: dict) -> None:
@@ -85,30 +52,36 @@ def assert_tables_match_manifest(spark, job: StreamJob, manifest: Manifest, valu
             for r in table(t.gold("merchant_revenue")).collect()}
     assert gold == expected
 
+    statuses = {r.order_id: other_values(r, "order_id") for r in table(t.gold("order_status")).collect()}
+    assert statuses == order_status(manifest.valid_events)
 
-def test_stream_output_equals_the_ground_truth_of_every_hard_case(spark, streamed):
-    job, manifest, values = streamed
-    assert len(job.stats) >= 3, "maxOffsetsPerTrigger splits the log into several micro-batches"
+    sessions = {(r.customer_id, as_utc(r.session_start)): other_values(r, "customer_id", "session_start")
+                for r in table(t.gold("customer_sessions")).collect()}
+    assert sessions == customer_sessions(manifest.valid_events, job.settings.session_gap_s)
+
+
+def other_values(row, *keys: str) -> dict:
+    """A row's non-key columns, timestamps as aware UTC like the ground truth's."""
+    return {name: as_utc(value) if isinstance(value, dt.datetime) else value
+            for name, value in row.asDict().items() if name not in keys}
+
+
+def test_exactly_once_when_the_job_dies_at_every_point_of_a_micro_batch(spark, restarted_stream):
+    """The shared stream was killed at every stage of foreachBatch, then restarted (tests/integration/conftest)."""
+    job, manifest, values = restarted_stream.job, restarted_stream.manifest, restarted_stream.values
+    assert [(stage, batch) for stage, batch, _ in restarted_stream.failures] == list(FAULTS)
+    for stage, batch_id, detail in restarted_stream.failures:
+        assert f"injected fault {stage} in batch {batch_id}" in detail
+    assert len(committed_batches(job.checkpoint)) >= 3, "maxOffsetsPerTrigger splits the log into micro-batches"
     assert_tables_match_manifest(spark, job, manifest, values)
 
 
-def test_exactly_once_when_the_job_dies_at_every_point_of_a_micro_batch(spark, settings, kafka_broker, tmp_path):
-    stream_settings = fresh_stream_settings(settings, tmp_path, "test.stream.faults", 1100)
-    manifest, values = produce_hard_cases(stream_settings, seed=4)
-    for stage, batch_id in (("after_bronze", 0), ("after_candidates", 0), ("after_silver", 1), ("after_gold", 1),
-                            ("before_checkpoint_commit", 2)):
-        with pytest.raises(StreamFailed) as failed:
-            run_stream(spark, stream_settings, fault=f"{stage}@{batch_id}")
-        assert f"injected fault {stage} in batch {batch_id}" in failed.value.detail
-    job = run_stream(spark, stream_settings)
-    assert_tables_match_manifest(spark, job, manifest, values)
-
-
-def test_replaying_a_committed_micro_batch_changes_nothing(spark, streamed):
-    job, manifest, values = streamed
+def test_replaying_a_committed_micro_batch_changes_nothing(spark, restarted_stream):
+    job, manifest, values = restarted_stream.job, restarted_stream.manifest, restarted_stream.values
     stream_settings = job.settings
     tables = [job.tables.bronze, job.tables.dead_letters, job.tables.candidates, job.tables.events,
-              job.tables.duplicates, job.tables.late_events, job.tables.gold("merchant_revenue")]
+              job.tables.duplicates, job.tables.late_events,
+              *[job.tables.gold(gold.name) for gold in PIPELINE.gold_tables]]
     before = {t: (spark.sql(f"DESCRIBE HISTORY delta.`{job.path(t)}`").first().version,
                   sorted(map(tuple, spark.read.format("delta").load(job.path(t)).drop("value", "key").collect())))
               for t in tables}
@@ -123,8 +96,8 @@ def test_replaying_a_committed_micro_batch_changes_nothing(spark, streamed):
     assert_tables_match_manifest(spark, job, manifest, values)
 
 
-def test_every_table_version_records_the_offsets_it_reflects(spark, streamed):
-    job, _, _ = streamed
+def test_every_table_version_records_the_offsets_it_reflects(spark, restarted_stream):
+    job = restarted_stream.job
     bronze_path = job.path(job.tables.bronze)
     for batch_id in committed_batches(job.checkpoint):
         end = batch_end_offsets(job.checkpoint, batch_id, job.topic)
@@ -141,8 +114,8 @@ def test_every_table_version_records_the_offsets_it_reflects(spark, streamed):
     assert gold.end_offsets == batch_end_offsets(job.checkpoint, committed_batches(job.checkpoint)[-1], job.topic)
 
 
-def test_a_deleted_checkpoint_with_kept_tables_is_refused(spark, streamed, tmp_path):
-    job, _, _ = streamed
+def test_a_deleted_checkpoint_with_kept_tables_is_refused(spark, restarted_stream, tmp_path):
+    job = restarted_stream.job
     bronze_rows = spark.read.format("delta").load(job.path(job.tables.bronze)).count()
     kept = tmp_path / "checkpoint-backup"
     shutil.move(job.checkpoint, kept)
@@ -155,8 +128,8 @@ def test_a_deleted_checkpoint_with_kept_tables_is_refused(spark, streamed, tmp_p
         shutil.move(kept, job.checkpoint)
 
 
-def test_a_checkpoint_of_another_run_is_refused(spark, streamed):
-    job, _, _ = streamed
+def test_a_checkpoint_of_another_run_is_refused(spark, restarted_stream):
+    job = restarted_stream.job
     app_file = job.checkpoint / "kappa_app_id"
     original = app_file.read_text()
     app_file.write_text("kappa-marketplace-someone-else\n")

@@ -1,0 +1,62 @@
+"""``audit.reconciliation_ledger``: one row per table per reconciliation run, appended, never rewritten.
+
+The table is created with ``delta.appendOnly=true``, so Delta itself refuses an UPDATE, DELETE or
+MERGE on it: the evidence that gates serving cannot be edited after the fact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+
+from spark_apps.catalog import ensure_table, table_path
+from spark_apps.settings import Settings
+
+LEDGER_TABLE = "audit.reconciliation_ledger"
+LEDGER_SCHEMA = (
+    "run_id string, pipeline string, table string, started_at timestamp, finished_at timestamp, "
+    "stream_table string, stream_version bigint, stream_app_id string, stream_batch_id bigint, topic string, "
+    "start_offsets map<int,bigint>, end_offsets map<int,bigint>, snapshot_table string, snapshot_version bigint, "
+    "stream_rows bigint, batch_rows bigint, matched bigint, missing_in_stream bigint, extra_in_stream bigint, "
+    "value_mismatch bigint, buckets bigint, differing_buckets bigint, compare_seconds double, "
+    "stream_equals_batch boolean, quality_ok boolean, success boolean, gx_result string, detail string, "
+    "code_version string")
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    run_id: str
+    pipeline: str
+    table: str
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    stream_table: str
+    stream_version: int | None
+    stream_app_id: str
+    stream_batch_id: int
+    topic: str
+    start_offsets: dict[int, int]
+    end_offsets: dict[int, int]
+    snapshot_table: str
+    snapshot_version: int | None
+    stream_rows: int
+    batch_rows: int
+    matched: int
+    missing_in_stream: int
+    extra_in_stream: int
+    value_mismatch: int
+    buckets: int
+    differing_buckets: int
+    compare_seconds: float
+    stream_equals_batch: bool
+    quality_ok: bool
+    success: bool
+    gx_result: str
+    detail: str
+    code_version: str
+
+
+def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
+    frame = spark.createDataFrame([asdict(r) for r in rows], LEDGER_SCHEMA)
+    ensure_table(spark, settings, LEDGER_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
+    frame.write.format("delta").mode("append").save(str(table_path(settings, LEDGER_TABLE)))

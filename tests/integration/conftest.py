@@ -1,0 +1,22 @@
+"""The stream run shared by the Kappa-layer and reconciliation tests: it crashes at every stage first."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_apps.streaming import StreamFailed
+from tests.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
+
+
+@pytest.fixture(scope="session")
+def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> StreamRun:
+    """Every hard case, streamed in several micro-batches by a job killed at each stage and restarted."""
+    stream_settings = fresh_stream_settings(settings, tmp_path_factory.mktemp("stream"), "test.stream.shared", 1100)
+    manifest, values = produce_hard_cases(stream_settings, seed=4)
+    failures = []
+    for stage, batch_id in FAULTS:
+        with pytest.raises(StreamFailed) as failed:
+            run_stream(spark, stream_settings, fault=f"{stage}@{batch_id}")
+        failures.append((stage, batch_id, failed.value.detail))
+    job = run_stream(spark, stream_settings)
+    return StreamRun(job, manifest, values, failures)

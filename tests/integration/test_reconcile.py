@@ -1,0 +1,229 @@
+"""The Lambda auditor against the real broker, Spark and Great Expectations: it proves, and it can fail."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from spark_apps.auditor import audit
+from spark_apps.batch import RetentionError, align, check_retention, recompute, stream_tables
+from spark_apps.catalog import table_path
+from spark_apps.cli import main
+from spark_apps.ledger import LEDGER_TABLE
+from spark_apps.lineage import StreamPosition
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.reconcile import EXTRA, KINDS, MISMATCH, MISSING
+from spark_apps.topics import ensure_topic, partition_offsets
+from tests.streams import produce_hard_cases, settings_env
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def audited(spark, restarted_stream):
+    """The restarted stream audited while the producer has already written past its last batch."""
+    stream_settings = restarted_stream.job.settings
+    produce_hard_cases(stream_settings, total=120, seed=77)
+    return audit(spark, stream_settings, PIPELINE)
+
+
+def ledger_rows(spark, settings, run_id: str) -> dict:
+    rows = spark.read.format("delta").load(str(table_path(settings, LEDGER_TABLE))).where(f"run_id = '{run_id}'")
+    return {r.table: r for r in rows.collect()}
+
+
+def test_every_stream_table_reconciles_exactly_after_crashes_and_restarts(spark, restarted_stream, audited):
+    assert len(restarted_stream.failures) == 5, "the audited stream was killed at every stage first"
+    assert audited.success
+    labels = {t.label for t in stream_tables(PIPELINE)}
+    assert {v.table.label for v in audited.verdicts} == labels
+    for verdict in audited.verdicts:
+        assert verdict.diff.exact and verdict.gx.success, verdict.table.label
+        assert verdict.diff.matched == verdict.diff.batch_rows == verdict.diff.stream_rows > 0
+        assert verdict.diff.differing_buckets == []
+    manifest = restarted_stream.manifest
+    by_label = {v.table.label: v.diff for v in audited.verdicts}
+    assert by_label["bronze.events_raw"].stream_rows == manifest.total_records
+    assert by_label["audit.dead_letters"].batch_rows == len(manifest.malformed)
+    assert all(check.ok for check in audited.contract) and len(audited.contract) == 5
+
+
+def test_the_ledger_gets_one_success_row_per_table_and_refuses_edits(spark, restarted_stream, audited):
+    settings = restarted_stream.job.settings
+    rows = ledger_rows(spark, settings, audited.run_id)
+    assert set(rows) == {t.label for t in stream_tables(PIPELINE)} | {"contract.record_counts"}
+    assert all(r.success and r.stream_equals_batch for r in rows.values())
+    gold = rows["gold.merchant_revenue"]
+    assert gold.end_offsets == audited.position.end_offsets and gold.code_version
+    assert gold.gx_result.startswith("file://") and gold.snapshot_table == "batch.merchant_revenue"
+    with pytest.raises(Exception, match="(?i)append"):
+        spark.sql(f"DELETE FROM delta.`{table_path(settings, LEDGER_TABLE)}` WHERE true")
+
+
+def test_the_report_and_data_docs_show_every_verdict(audited):
+    page = audited.report_path.read_text()
+    assert "EXACT MATCH" in page and "MISMATCH" not in page
+    for verdict in audited.verdicts:
+        assert verdict.table.label in page
+    assert audited.docs_url.startswith("file://")
+    index = open(audited.docs_url.removeprefix("file://")).read()
+    assert all(f"marketplace.{verdict.table.label}" in index for verdict in audited.verdicts)
+
+
+def test_the_batch_reads_only_the_offsets_the_stream_version_reflects(spark, restarted_stream, audited):
+    settings = restarted_stream.job.settings
+    position = audited.position
+    latest = {p: end for p, (_, end) in partition_offsets(settings, position.topic).items()}
+    assert sum(latest.values()) > sum(position.end_offsets.values()), "records were produced after V"
+    assert audited.snapshot.records == sum(end - position.start_offsets.get(p, 0)
+                                           for p, end in position.end_offsets.items())
+    snapshot_path = table_path(settings, "batch.events_raw")
+    tag = json.loads(spark.sql(f"DESCRIBE HISTORY delta.`{snapshot_path}` LIMIT 1").first().userMetadata)
+    assert tag["run_id"] == audited.run_id and tag["code_version"]
+    assert {int(p): o for p, o in tag["end_offsets"].items()} == position.end_offsets
+
+
+def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):
+    settings = restarted_stream.job.settings
+    again = recompute(spark, settings, PIPELINE, align(spark, settings, PIPELINE), f"again-{uuid.uuid4().hex[:6]}")
+    for table in stream_tables(PIPELINE):
+        path = str(table_path(settings, table.snapshot))
+        first, second = (sorted(map(tuple, spark.read.format("delta").option("versionAsOf", v).load(path).collect()))
+                         for v in (audited.snapshot.versions[table.snapshot], again.versions[table.snapshot]))
+        assert again.versions[table.snapshot] > audited.snapshot.versions[table.snapshot]
+        assert first == second, table.snapshot
+
+
+# ---- the check can fail ---------------------------------------------------------------------------
+# Each corruption hits its own table, so one reconcile run shows each one failed and classified.
+
+
+def _one_row(spark, path: str, order: str):
+    return spark.read.format("delta").load(path).orderBy(order).first()
+
+
+def delete_a_gold_row(spark, job):
+    path = job.path(job.tables.gold("customer_sessions"))
+    row = _one_row(spark, path, "customer_id")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE customer_id = '{row.customer_id}' "
+              f"AND session_start = '{row.session_start}'")
+    return "gold.customer_sessions", {MISSING: 1}
+
+
+def change_one_value(spark, job):
+    path = job.path(job.tables.gold("order_status"))
+    row = _one_row(spark, path, "order_id")
+    spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') WHERE order_id = '{row.order_id}'")
+    return "gold.order_status", {MISMATCH: 1}
+
+
+def duplicate_a_row(spark, job):
+    path = job.path(job.tables.events)
+    row = _one_row(spark, path, "event_id")
+    spark.read.format("delta").load(path).where(f"event_id = '{row.event_id}'") \
+        .write.format("delta").mode("append").save(path)
+    return "silver.events", {EXTRA: 1}
+
+
+def drop_a_late_event_into_gold(spark, job):
+    """Count a late payment in its window, as a stream that ignored the lateness rule would."""
+    late = spark.read.format("delta").load(job.path(job.tables.late_events)) \
+        .where("event_type = 'payment_captured'").orderBy("event_id").first()
+    path = job.path(job.tables.gold("merchant_revenue"))
+    width = job.settings.window_s
+    window = f"timestamp_seconds(floor(unix_seconds(timestamp'{late.event_time}') / {width}) * {width})"
+    where = f"merchant_id = '{late.merchant_id}' AND currency = '{late.currency}' AND window_start = {window}"
+    if spark.read.format("delta").load(path).where(where).count():
+        spark.sql(f"UPDATE delta.`{path}` SET gross_cents = gross_cents + {late.amount_cents}, "
+                  f"net_cents = net_cents + {late.amount_cents} WHERE {where}")
+        return "gold.merchant_revenue", {MISMATCH: 1}
+    spark.sql(f"INSERT INTO delta.`{path}` SELECT '{late.merchant_id}', {window}, {window} + INTERVAL {width} "
+              f"SECONDS, '{late.currency}', 0, {late.amount_cents}, 0, {late.amount_cents}, 1")
+    return "gold.merchant_revenue", {EXTRA: 1}
+
+
+def lose_a_dead_letter(spark, job):
+    path = job.path(job.tables.dead_letters)
+    row = _one_row(spark, path, "offset")
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE partition = {row.partition} AND offset = {row.offset}")
+    return "audit.dead_letters", {MISSING: 1}
+
+
+CORRUPTIONS = (delete_a_gold_row, change_one_value, duplicate_a_row, drop_a_late_event_into_gold,
+               lose_a_dead_letter)
+
+
+def test_each_kind_of_corruption_fails_reconciliation_is_classified_and_exits_non_zero(
+        spark, restarted_stream, audited, monkeypatch, capsys):
+    job = restarted_stream.job
+    before = {t.stream: spark.sql(f"DESCRIBE HISTORY delta.`{job.path(t.stream)}` LIMIT 1").first().version
+              for t in stream_tables(PIPELINE)}
+    for name, value in settings_env(job.settings).items():
+        monkeypatch.setenv(name, value)
+    try:
+        expected = dict(corrupt(spark, job) for corrupt in CORRUPTIONS)
+        exit_code = main(["reconcile", "--only", ",".join(expected)])
+    finally:
+        for table, version in before.items():
+            if spark.sql(f"DESCRIBE HISTORY delta.`{job.path(table)}` LIMIT 1").first().version != version:
+                spark.sql(f"RESTORE TABLE delta.`{job.path(table)}` TO VERSION AS OF {version}")
+    out, err = capsys.readouterr()
+    assert exit_code == 1 and "stream and batch differ" in err
+    run_id = out.split()[1].rstrip(":")
+    rows = ledger_rows(spark, job.settings, run_id)
+    for label, kinds in expected.items():
+        counts = (kinds.get(MISSING, 0), kinds.get(EXTRA, 0), kinds.get(MISMATCH, 0))
+        row = rows[label]
+        assert not row.success and not row.stream_equals_batch, label
+        assert (row.missing_in_stream, row.extra_in_stream, row.value_mismatch) == counts, label
+        assert f"missing {counts[0]}, extra {counts[1]}, mismatched {counts[2]};" in \
+            next(line for line in out.splitlines() if line.startswith(label) and "MISMATCH" in line)
+    assert rows["contract.record_counts"].detail.startswith("stream bronze = silver candidates + dead letters")
+    assert not rows["contract.record_counts"].success
+    report = (job.settings.reports_dir / "reconciliation" / "marketplace-latest.html").read_text()
+    assert run_id in report and all(f"<h4>{kind}:" in report for kind in KINDS), "samples of each kind"
+
+
+def test_a_wrong_reconcile_argument_is_one_line(capsys):
+    assert main(["reconcile", "--version", "3"]) == 1
+    assert capsys.readouterr().err.strip() == "kappa reconcile: error: --version needs --table (the stream table " \
+                                              "whose version to audit)"
+
+
+def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, kafka_broker, settings, tmp_path):
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    from spark_apps.producer import make_producer
+    from spark_apps.topics import admin_client
+
+    local = settings.with_overrides(warehouse_dir=tmp_path / "warehouse")
+    topic = f"test.retention.{uuid.uuid4().hex[:8]}"
+    ensure_topic(local, topic, partitions=1)
+    producer = make_producer(local)
+    for i in range(20):
+        producer.send(topic, key=b"k", value=json.dumps({"n": i}).encode())
+    producer.flush()
+    end = partition_offsets(local, topic)[0][1]
+    position = StreamPosition(table_version=3, app_id="kappa-test", batch_id=2, topic=topic,
+                              start_offsets={0: 0}, end_offsets={0: end})
+    check_retention(spark, local, position, source="test")  # everything still there
+    with admin_client(local) as admin:  # someone shortens retention outside the platform
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                            configs={"retention.ms": "200", "segment.ms": "200"})])
+    deadline = time.monotonic() + 90
+    while partition_offsets(local, topic)[0][0] == 0 and time.monotonic() < deadline:
+        producer.send(topic, key=b"k", value=b"{}")  # a new record rolls the expired segment
+        producer.flush()
+        time.sleep(2)
+    producer.close()
+    earliest = partition_offsets(local, topic)[0][0]
+    assert earliest > 0, "the broker expired the old segment"
+    with pytest.raises(RetentionError, match=rf"partition 0 lost offsets \[0,{min(earliest, end)}\)"):
+        check_retention(spark, local, position, source="test")
+    alert = spark.read.format("delta").load(str(table_path(local, "audit.alerts"))).first()
+    assert alert.severity == "critical" and alert.dedup_key == f"retention:{topic}"
+    with admin_client(local) as admin:
+        admin.delete_topics([topic])

@@ -1,0 +1,55 @@
+"""Helpers for tests that run the stream: a fresh topic and warehouse, the hard cases, a run."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+
+from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.producer import produce
+from spark_apps.settings import Settings
+from spark_apps.streaming import StreamJob
+
+# Crash points of the shared restarted stream: every stage of foreachBatch, in different batches.
+FAULTS = (("after_bronze", 0), ("after_candidates", 0), ("after_silver", 1), ("after_gold", 1),
+          ("before_checkpoint_commit", 2))
+
+
+@dataclass
+class StreamRun:
+    job: StreamJob
+    manifest: Manifest
+    values: dict
+    failures: list[tuple[str, int, str]] = field(default_factory=list)
+
+
+def fresh_stream_settings(settings: Settings, home, topic_name: str, max_offsets: int) -> Settings:
+    from spark_apps.topics import ensure_topic
+
+    ensure_topic(settings, topic_name)
+    return settings.with_overrides(events_topic=topic_name, warehouse_dir=home / "warehouse",
+                                   checkpoint_root=home / "checkpoints", reports_dir=home / "reports",
+                                   gx_dir=home / "gx", max_offsets_per_trigger=max_offsets)
+
+
+def produce_hard_cases(settings: Settings, total: int = 3000, seed: int = 3) -> tuple[Manifest, dict]:
+    config = GeneratorConfig(seed=seed, total_events=total, base_time_ms=int(time.time()) * 1000,
+                             allowed_lateness_s=settings.allowed_lateness_s, late_rate=0.03,
+                             malformed_rate=0.03, duplicate_rate=0.04, conflict_rate=0.01,
+                             payment_before_order_rate=0.05, merchants=12, customers=300)
+    result = produce(settings, config, show_progress=False)
+    values = {r.seq: r.value for r in generate(config)}
+    return result.manifest, values
+
+
+def run_stream(spark, settings: Settings, fault: str = "") -> StreamJob:
+    job = StreamJob(spark, settings.with_overrides(fault_inject=fault), PIPELINE)
+    job.run(until_caught_up=True)
+    return job
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """``KAPPA_*`` variables that make ``Settings.from_env()`` equal ``settings`` (for CLI runs)."""
+    return {f"KAPPA_{f.name.upper()}": str(getattr(settings, f.name)) for f in dataclasses.fields(settings)}
