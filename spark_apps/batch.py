@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from spark_apps.alerts import Alert, raise_alert
@@ -24,6 +21,7 @@ from spark_apps.kafka_io import read_log_range
 from spark_apps.lineage import StreamPosition, position_at
 from spark_apps.parsing import candidate_rows, dead_letters, parse_records
 from spark_apps.pipeline import Pipeline
+from spark_apps.progress import timed
 from spark_apps.settings import Settings
 from spark_apps.transforms import COORDINATES, losers, winners
 from spark_apps.version import code_version
@@ -184,15 +182,6 @@ class Snapshot:
     records: int = 0
 
 
-@contextmanager
-def _timed(seconds: dict[str, float], phase: str) -> Iterator[None]:
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        seconds[phase] = seconds.get(phase, 0.0) + time.monotonic() - started
-
-
 def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=lambda df: df) -> dict:
     """Every stream table's batch equivalent, by label, from all parsed records of the prefix.
 
@@ -217,19 +206,19 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
     position = alignment.position
     check_retention(spark, settings, position, source=f"batch recompute {run_id}")
     snapshot = Snapshot(run_id=run_id, position=position, code_version=code_version())
-    with _timed(snapshot.seconds, "read"):
+    with timed(snapshot.seconds, "read"):
         start = {p: position.start_offsets.get(p, 0) for p in position.end_offsets}
         raw = read_log_range(spark, settings, position.topic, start, position.end_offsets)
         parsed = parse_records(raw, pipeline.schema).localCheckpoint(eager=True)
         snapshot.records = parsed.count()
-    with _timed(snapshot.seconds, "compute"):
+    with timed(snapshot.seconds, "compute"):
         frames = derive_tables(parsed, pipeline, settings, materialize=lambda df: df.localCheckpoint(eager=True))
     tag = {"kind": "batch_snapshot", "run_id": run_id, "pipeline": pipeline.name, "topic": position.topic,
            "stream_app_id": position.app_id, "stream_batch_id": position.batch_id,
            "start_offsets": {str(p): o for p, o in sorted(start.items())},
            "end_offsets": {str(p): o for p, o in sorted(position.end_offsets.items())},
            "code_version": snapshot.code_version}
-    with _timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
+    with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
         for table in stream_tables(pipeline):
             path = str(table_path(settings, table.snapshot))
             frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TextIO
+
+
+@contextmanager
+def timed(seconds: dict[str, float], phase: str) -> Iterator[None]:
+    """Add the time the block takes to ``seconds[phase]``, even when it raises."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        seconds[phase] = seconds.get(phase, 0.0) + time.monotonic() - started
 
 
 class Progress:

@@ -22,8 +22,6 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from spark_apps.errors import PlatformError
 from spark_apps.faults import FaultPlan
 from spark_apps.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
 from spark_apps.pipeline import Pipeline, TableNames
+from spark_apps.progress import timed
 from spark_apps.settings import Settings
 from spark_apps.transforms import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
 
@@ -63,15 +62,6 @@ class BatchStats:
     dead_letters: int
     duration_s: float
     stage_seconds: dict[str, float]
-
-
-@contextmanager
-def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        timings[stage] = timings.get(stage, 0.0) + time.monotonic() - started
 
 
 class StreamJob:
@@ -185,26 +175,26 @@ class StreamJob:
                 "stream_start_offsets": {str(p): o for p, o in
                                          sorted(lineage.initial_offsets(self.checkpoint, self.topic).items())}}
         with commit_metadata(spark, meta):
-            with _timed(timings, "parse"):
+            with timed(timings, "parse"):
                 # Read Kafka and parse once; every write below reuses these rows.
                 parsed = parse_records(batch_df, self.pipeline.schema).localCheckpoint(eager=True)
                 counts = parsed.groupBy(parsed["dead_letter_reason"].isNull().alias("ok")).count().collect()
             n_valid = sum(r["count"] for r in counts if r["ok"])
             n_dead = sum(r["count"] for r in counts if not r["ok"])
-            with _timed(timings, "bronze"):
+            with timed(timings, "bronze"):
                 idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
             self.faults.reached("after_bronze", batch_id)
-            with _timed(timings, "dead_letters"):
+            with timed(timings, "dead_letters"):
                 idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
             self.faults.reached("after_dead_letters", batch_id)
-            with _timed(timings, "candidates"):
+            with timed(timings, "candidates"):
                 idempotent_append(candidate_rows(parsed, self.pipeline.schema), self.path(self.tables.candidates),
                                   app_id, batch_id)
             self.faults.reached("after_candidates", batch_id)
             if n_valid:
                 self._recompute_silver_and_gold(spark, parsed, app_id, batch_id, timings)
             self.faults.reached("after_gold", batch_id)
-            with _timed(timings, "commit_record"):
+            with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, batch_id, n_valid + n_dead, n_dead, time.monotonic() - started)
             self.faults.reached("before_checkpoint_commit", batch_id)
         stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings)
@@ -219,7 +209,7 @@ class StreamJob:
         schema = self.pipeline.schema
         key = (schema.id_field,)
         lateness = self.settings.allowed_lateness_s
-        with _timed(timings, "touched_candidates"):
+        with timed(timings, "touched_candidates"):
             ids = touched_keys(valid_events(parsed), key).localCheckpoint(eager=True)
             all_candidates = spark.read.format("delta").load(self.path(self.tables.candidates))
             candidates = rows_of_keys(all_candidates, ids, key).localCheckpoint(eager=True)
@@ -229,20 +219,20 @@ class StreamJob:
         has_repeats, has_late = candidates.agg(
             (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
             F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
-        with _timed(timings, "silver_events"):
+        with timed(timings, "silver_events"):
             upsert_recomputed(spark, self.path(self.tables.events), key, key, ids, event_rows, app_id, batch_id)
         if has_repeats:
-            with _timed(timings, "silver_duplicates"):
+            with timed(timings, "silver_duplicates"):
                 upsert_recomputed(spark, self.path(self.tables.duplicates), COORDINATES, key, ids,
                                   losers(candidates, schema.id_field), app_id, batch_id)
         if has_late:
-            with _timed(timings, "silver_late_events"):
+            with timed(timings, "silver_late_events"):
                 upsert_recomputed(spark, self.path(self.tables.late_events), key, key, ids,
                                   event_rows.where("is_late"), app_id, batch_id)
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(self.path(self.tables.events)).where("NOT is_late")
         for gold in self.pipeline.gold_tables:
-            with _timed(timings, f"gold_{gold.name}"):
+            with timed(timings, f"gold_{gold.name}"):
                 # Keys of every record of the touched ids, so a replaced winner's old keys are redone too.
                 affected = touched_keys(gold.key_rows(candidates, self.settings),
                                         gold.recompute_keys).localCheckpoint(eager=True)
