@@ -52,15 +52,27 @@ def spark(settings: Settings):
 
 
 @pytest.fixture
-def topic(kafka_broker, settings: Settings):
-    """A fresh, correctly configured topic for one test, deleted afterwards."""
+def make_topic(kafka_broker, settings: Settings):
+    """Creates correctly configured topics for one test, ``make_topic(name, partitions)``, and deletes them after."""
     from spark_apps.topics import admin_client, ensure_topic
 
-    name = f"test.{uuid.uuid4().hex[:10]}"
-    ensure_topic(settings, name)
-    yield name
-    with admin_client(settings) as admin:
-        admin.delete_topics([name])
+    created: list[str] = []
+
+    def make(name: str, partitions: int | None = None) -> str:
+        ensure_topic(settings, name, partitions)
+        created.append(name)
+        return name
+
+    yield make
+    if created:
+        with admin_client(settings) as admin:
+            admin.delete_topics(created)
+
+
+@pytest.fixture
+def topic(make_topic) -> str:
+    """A fresh, correctly configured topic for one test, deleted afterwards."""
+    return make_topic(f"test.{uuid.uuid4().hex[:10]}")
 
 
 @pytest.fixture

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from spark_apps.streaming import StreamFailed
+from spark_apps.topics import admin_client
 from tests.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
 
 
 @pytest.fixture(scope="session")
-def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> StreamRun:
+def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> Iterator[StreamRun]:
     """Every hard case, streamed in several micro-batches by a job killed at each stage and restarted."""
     stream_settings = fresh_stream_settings(settings, tmp_path_factory.mktemp("stream"), "test.stream.shared", 1100)
     manifest, values = produce_hard_cases(stream_settings, seed=4)
@@ -19,4 +22,6 @@ def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> StreamR
             run_stream(spark, stream_settings, fault=f"{stage}@{batch_id}")
         failures.append((stage, batch_id, failed.value.detail))
     job = run_stream(spark, stream_settings)
-    return StreamRun(job, manifest, values, failures)
+    yield StreamRun(job, manifest, values, failures)
+    with admin_client(settings) as admin:
+        admin.delete_topics([stream_settings.events_topic])

@@ -20,7 +20,6 @@ from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS
 from spark_apps.pipeline import Pipeline, load_pipeline
 from spark_apps.producer import make_producer
 from spark_apps.streaming import StreamJob
-from spark_apps.topics import ensure_topic
 from tests.expected import UTC, as_utc
 
 pytestmark = pytest.mark.integration
@@ -56,8 +55,8 @@ def send(settings, topic: str, records: list[tuple[str, bytes]]) -> None:
         producer.close()
 
 
-def stream_settings(settings, tmp_path, topic: str, partitions: int, **overrides):
-    ensure_topic(settings, topic, partitions=partitions)
+def stream_settings(make_topic, settings, tmp_path, topic: str, partitions: int, **overrides):
+    make_topic(topic, partitions)
     return settings.with_overrides(events_topic=topic, warehouse_dir=tmp_path / "warehouse",
                                    checkpoint_root=tmp_path / "checkpoints", **overrides)
 
@@ -76,11 +75,11 @@ def change_feed(spark, path: str, keys: tuple[str, ...], values: tuple[str, ...]
             for _, rows in sorted(commits.items())]
 
 
-def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spark, settings, kafka_broker, tmp_path):
+def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spark, settings, make_topic, tmp_path):
     """Seed 003's Left/Right example: Left = order_placed, Right = payment_captured, Num = order_id,
     fed in the seed's arrival order, one event per micro-batch."""
     topic = f"test.seed003.{uuid.uuid4().hex[:8]}"
-    config = stream_settings(settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=1)
+    config = stream_settings(make_topic, settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=1)
     start = now_ms() - dt.timedelta(minutes=10)
     at = {minute: start + dt.timedelta(minutes=minute) for minute in range(1, 7)}  # the seed's 12:01 .. 12:06
     arrivals = [(PAYMENT_CAPTURED, 2, 1), (ORDER_PLACED, 1, 2), (ORDER_PLACED, 3, 3),
@@ -114,9 +113,9 @@ def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spar
     ]
 
 
-def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings, kafka_broker, tmp_path):
+def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings, make_topic, tmp_path):
     topic = f"test.sessions.{uuid.uuid4().hex[:8]}"
-    config = stream_settings(settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=2)
+    config = stream_settings(make_topic, settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=2)
     gap = dt.timedelta(seconds=config.session_gap_s)
     first = now_ms() - dt.timedelta(minutes=10)
     second, bridge = first + gap + dt.timedelta(seconds=60), first + gap / 2 + dt.timedelta(seconds=30)
@@ -142,9 +141,9 @@ def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings,
     ]
 
 
-def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spark, settings, kafka_broker, tmp_path):
+def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spark, settings, make_topic, tmp_path):
     pipeline = load_pipeline("tests.sensor_pipeline:PIPELINE")
-    config = stream_settings(settings, tmp_path, pipeline.topic, partitions=2, allowed_lateness_s=3 * 3600)
+    config = stream_settings(make_topic, settings, tmp_path, pipeline.topic, partitions=2, allowed_lateness_s=3 * 3600)
     hour = dt.datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     minutes_before = lambda m: hour - dt.timedelta(minutes=m)  # noqa: E731
     readings = [("dev-a", 100, 215), ("dev-a", 95, 198), ("dev-a", 30, 240), ("dev-a", 25, 251),

@@ -16,7 +16,7 @@ from spark_apps.ledger import LEDGER_TABLE
 from spark_apps.lineage import StreamPosition
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.reconcile import EXTRA, KINDS, MISMATCH, MISSING
-from spark_apps.topics import ensure_topic, partition_offsets
+from spark_apps.topics import partition_offsets
 from tests.streams import produce_hard_cases, settings_env
 
 pytestmark = pytest.mark.integration
@@ -193,15 +193,14 @@ def test_a_wrong_reconcile_argument_is_one_line(capsys):
                                               "whose version to audit)"
 
 
-def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, kafka_broker, settings, tmp_path):
+def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, settings, make_topic, tmp_path):
     from kafka.admin import ConfigResource, ConfigResourceType
 
     from spark_apps.producer import make_producer
     from spark_apps.topics import admin_client
 
     local = settings.with_overrides(warehouse_dir=tmp_path / "warehouse")
-    topic = f"test.retention.{uuid.uuid4().hex[:8]}"
-    ensure_topic(local, topic, partitions=1)
+    topic = make_topic(f"test.retention.{uuid.uuid4().hex[:8]}", partitions=1)
     producer = make_producer(local)
     for i in range(20):
         producer.send(topic, key=b"k", value=json.dumps({"n": i}).encode())
@@ -225,5 +224,3 @@ def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, kaf
         check_retention(spark, local, position, source="test")
     alert = spark.read.format("delta").load(str(table_path(local, "audit.alerts"))).first()
     assert alert.severity == "critical" and alert.dedup_key == f"retention:{topic}"
-    with admin_client(local) as admin:
-        admin.delete_topics([topic])

@@ -11,14 +11,12 @@ import pytest
 
 from spark_apps.marketplace.generator import GeneratorConfig
 from spark_apps.producer import produce
-from spark_apps.topics import ensure_topic
 
 pytestmark = pytest.mark.integration
 
 
-def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(kafka_broker, settings, tmp_path):
-    topic = "test.stream.cli"
-    ensure_topic(settings, topic)
+def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(make_topic, settings, tmp_path):
+    topic = make_topic("test.stream.cli")
     produce(settings.with_overrides(events_topic=topic),
             GeneratorConfig(seed=21, total_events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
     env = {**os.environ, "KAPPA_HOME": str(tmp_path), "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
