@@ -206,6 +206,7 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
     position = alignment.position
     check_retention(spark, settings, position, source=f"batch recompute {run_id}")
     snapshot = Snapshot(run_id=run_id, position=position, code_version=code_version())
+    log.info("batch recompute %s: reading %s from Kafka", run_id, position.describe())
     with timed(snapshot.seconds, "read"):
         start = {p: position.start_offsets.get(p, 0) for p in position.end_offsets}
         raw = read_log_range(spark, settings, position.topic, start, position.end_offsets)

@@ -6,6 +6,7 @@ Every failure the user can act on ends as one line on stderr and a non-zero exit
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 
@@ -217,8 +218,17 @@ _positive_int = _positive(int, strict=False)
 _positive_float = _positive(float, strict=True)
 
 
+def _show_progress() -> None:
+    """Long commands report progress (each micro-batch, each audit phase and table) as log lines on stderr;
+    the libraries underneath stay at warnings."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
+    for noisy in ("py4j", "kafka", "great_expectations"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _show_progress()
     handler: Callable[[argparse.Namespace, Settings], int] = args.handler
     try:
         return handler(args, Settings.from_env())
