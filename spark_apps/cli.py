@@ -219,11 +219,14 @@ _positive_float = _positive(float, strict=True)
 
 
 def _show_progress() -> None:
-    """Long commands report progress (each micro-batch, each audit phase and table) as log lines on stderr;
-    the libraries underneath stay at warnings."""
+    """Long commands report progress (each micro-batch, each audit phase and table) as log lines on stderr.
+
+    The clients underneath stay silent: their failures (an unreachable broker, say) reach the user as the
+    platform's own one-line error, not as a page of retries.
+    """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
-    for noisy in ("py4j", "kafka", "great_expectations"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    for client in ("py4j", "kafka", "great_expectations"):
+        logging.getLogger(client).setLevel(logging.CRITICAL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
