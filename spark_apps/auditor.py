@@ -25,10 +25,11 @@ from spark_apps.batch import (
     table_versions,
 )
 from spark_apps.catalog import table_path
+from spark_apps.errors import PlatformError
 from spark_apps.gx_validation import SuiteOutcome, Validator
 from spark_apps.lineage import StreamPosition
 from spark_apps.pipeline import Pipeline
-from spark_apps.reconcile import TableDiff, bucket_sql, diff_table
+from spark_apps.reconcile import EXTRA, MISMATCH, MISSING, TableDiff, bucket_sql, diff_table
 from spark_apps.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     """Recompute the snapshots for the chosen stream batch, then reconcile against them."""
     alignment = align(spark, settings, pipeline, generation, table, version)
     run_id = new_run_id()
-    _selected(pipeline, generation, only)
+    _selected(pipeline, generation, only)  # an unknown table name fails before the expensive recompute
     snapshot = recompute(spark, settings, pipeline, alignment, run_id)
     return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions, run_id=run_id)
 
@@ -102,8 +103,6 @@ def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> li
     if only:
         unknown = sorted(set(only) - {t.label for t in tables})
         if unknown:
-            from spark_apps.errors import PlatformError
-
             raise PlatformError(f"pipeline {pipeline.name!r} has no stream table {', '.join(unknown)}; "
                                 f"its tables: {', '.join(t.label for t in tables)}")
         tables = [t for t in tables if t.label in only]
@@ -158,8 +157,8 @@ def summary_lines(run: AuditRun) -> list[str]:
         verdict = ("MATCH" if v.stream_equals_batch else "MISMATCH") + ("" if v.gx.quality_ok else " QUALITY-FAILED")
         lines.append(f"{v.table.label:28s} {verdict:8s} stream v{v.version} vs batch v{v.snapshot_version}: "
                      f"{d.stream_rows:,} vs {d.batch_rows:,} rows, matched {d.matched:,}, "
-                     f"missing {d.counts['missing_in_stream']:,}, extra {d.counts['extra_in_stream']:,}, "
-                     f"mismatched {d.counts['value_mismatch']:,}; {len(d.differing_buckets)}/{len(d.buckets)} "
+                     f"missing {d.counts[MISSING]:,}, extra {d.counts[EXTRA]:,}, "
+                     f"mismatched {d.counts[MISMATCH]:,}; {len(d.differing_buckets)}/{len(d.buckets)} "
                      "buckets differ")
     for check in run.contract:
         lines.append(f"{'counts':28s} {'HOLDS' if check.ok else 'BROKEN':8s} {check.name}: "
@@ -209,19 +208,18 @@ def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]
         rows.append(ledger.LedgerRow(
             **common, table=v.table.label, stream_table=v.table.stream, stream_version=v.version,
             snapshot_table=v.table.snapshot, snapshot_version=v.snapshot_version, stream_rows=d.stream_rows,
-            batch_rows=d.batch_rows, matched=d.matched, missing_in_stream=d.counts["missing_in_stream"],
-            extra_in_stream=d.counts["extra_in_stream"], value_mismatch=d.counts["value_mismatch"],
+            batch_rows=d.batch_rows, matched=d.matched, missing_in_stream=d.counts[MISSING],
+            extra_in_stream=d.counts[EXTRA], value_mismatch=d.counts[MISMATCH],
             buckets=len(d.buckets), differing_buckets=len(d.differing_buckets), compare_seconds=d.seconds,
             stream_equals_batch=v.stream_equals_batch, quality_ok=v.gx.quality_ok, success=v.success,
             gx_result=v.gx.result_url, detail="; ".join(filter(None, [d.schema_problem, *failed])),
             ))
-    if run.contract:
-        broken = [f"{c.name}: {c.left} != {c.right}" for c in run.contract if not c.ok]
-        rows.append(ledger.LedgerRow(
-            **common, table=CONTRACT_LABEL, stream_table="", stream_version=None, snapshot_table="",
-            snapshot_version=None, stream_rows=run.contract[0].right, batch_rows=run.contract[0].left,
-            matched=sum(c.ok for c in run.contract), missing_in_stream=0, extra_in_stream=0,
-            value_mismatch=len(broken), buckets=0, differing_buckets=0, compare_seconds=0.0,
-            stream_equals_batch=not broken, quality_ok=True, success=not broken, gx_result="",
-            detail="; ".join(broken)))
+    broken = [f"{c.name}: {c.left} != {c.right}" for c in run.contract if not c.ok]
+    rows.append(ledger.LedgerRow(
+        **common, table=CONTRACT_LABEL, stream_table="", stream_version=None, snapshot_table="",
+        snapshot_version=None, stream_rows=run.contract[0].right, batch_rows=run.contract[0].left,
+        matched=sum(c.ok for c in run.contract), missing_in_stream=0, extra_in_stream=0,
+        value_mismatch=len(broken), buckets=0, differing_buckets=0, compare_seconds=0.0,
+        stream_equals_batch=not broken, quality_ok=True, success=not broken, gx_result="",
+        detail="; ".join(broken)))
     return rows

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 
 from spark_apps.alerts import Alert, raise_alert
-from spark_apps.catalog import register_table, table_path
+from spark_apps.catalog import existing_table_path, register_table, table_path
 from spark_apps.delta_writes import commit_metadata
 from spark_apps.determinism import assert_deterministic
 from spark_apps.errors import PlatformError
@@ -118,10 +118,7 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
         raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
                             "run `kappa stream` first")
     if table is not None:
-        path = table_path(settings, table)
-        if not (path / "_delta_log").exists():
-            raise PlatformError(f"no Delta table {table} at {path}")
-        anchor = position_at(spark, str(path), version)
+        anchor = position_at(spark, str(existing_table_path(settings, table)), version)
     else:
         last = spark.read.format("delta").load(str(commits)).orderBy("batch_id", ascending=False).first()
         if last is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from spark_apps.errors import PlatformError
 from spark_apps.settings import Settings
 
 
@@ -17,6 +18,14 @@ def table_path(settings: Settings, table: str) -> Path:
     """Where the Delta table ``schema.name`` lives."""
     schema, name = _split(table)
     return settings.warehouse_dir / f"{schema}.db" / name
+
+
+def existing_table_path(settings: Settings, table: str) -> Path:
+    """Where the Delta table ``schema.name`` lives, or one readable error when there is none."""
+    path = table_path(settings, table)
+    if not (path / "_delta_log").exists():
+        raise PlatformError(f"no Delta table {table} at {path}")
+    return path
 
 
 def register_warehouse_tables(spark, settings: Settings) -> list[str]:

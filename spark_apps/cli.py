@@ -99,13 +99,11 @@ def _stream(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.catalog import table_path
+    from spark_apps.catalog import existing_table_path
     from spark_apps.lineage import position_at
     from spark_apps.spark_session import get_spark
 
-    path = table_path(settings, args.table)
-    if not (path / "_delta_log").exists():
-        raise PlatformError(f"no Delta table {args.table} at {path}")
+    path = existing_table_path(settings, args.table)
     spark = get_spark(settings, app_name="kappa-lineage")
     print(f"{args.table} {position_at(spark, str(path), args.version).describe()}")
     return 0

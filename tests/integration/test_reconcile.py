@@ -12,8 +12,9 @@ from spark_apps.auditor import audit
 from spark_apps.batch import RetentionError, align, check_retention, recompute, stream_tables
 from spark_apps.catalog import table_path
 from spark_apps.cli import main
+from spark_apps.errors import PlatformError
 from spark_apps.ledger import LEDGER_TABLE
-from spark_apps.lineage import StreamPosition
+from spark_apps.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.reconcile import EXTRA, KINDS, MISMATCH, MISSING
 from spark_apps.topics import partition_offsets
@@ -84,6 +85,22 @@ def test_the_batch_reads_only_the_offsets_the_stream_version_reflects(spark, res
     tag = json.loads(spark.sql(f"DESCRIBE HISTORY delta.`{snapshot_path}` LIMIT 1").first().userMetadata)
     assert tag["run_id"] == audited.run_id and tag["code_version"]
     assert {int(p): o for p, o in tag["end_offsets"].items()} == position.end_offsets
+
+
+def test_a_table_version_picks_the_batch_it_reflects_and_every_table_is_aligned_to_it(spark, restarted_stream):
+    job = restarted_stream.job
+    bronze = job.path(job.tables.bronze)
+    first = next(r.version for r in spark.sql(f"DESCRIBE HISTORY delta.`{bronze}`").collect()
+                 if r.userMetadata and '"batch_id":0,' in r.userMetadata)
+    alignment = align(spark, job.settings, PIPELINE, table=job.tables.bronze, version=first)
+    assert alignment.position.batch_id == 0
+    assert alignment.position.end_offsets == batch_end_offsets(job.checkpoint, 0, job.topic)
+    for name in (job.tables.bronze, job.tables.candidates, job.tables.events, job.tables.gold("merchant_revenue")):
+        assert position_at(spark, job.path(name), alignment.versions[name]).batch_id == 0, name
+    with pytest.raises(PlatformError, match="no Delta table gold.nothing at "):
+        align(spark, job.settings, PIPELINE, table="gold.nothing")
+    with pytest.raises(PlatformError, match="has no stream table silver.nope; its tables: bronze.events_raw, "):
+        audit(spark, job.settings, PIPELINE, only=["silver.nope"])
 
 
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):
