@@ -1,0 +1,84 @@
+"""Airflow task failures become kappa alerts: the alert's content, and the notifier that sends it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import logging
+import subprocess
+import sys
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+from spark_apps.settings import PROJECT_ROOT
+from tests.webhook import WebhookReceiver
+
+
+@pytest.fixture(scope="module")
+def airflow_alerts(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The module, imported with a throwaway AIRFLOW_HOME; the root logging Airflow configures on import is
+    put back, so later tests log as before."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
+        module = importlib.import_module("spark_apps.airflow_alerts")
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    return module
+
+
+def failure_context(map_index: int = -1) -> dict:
+    ti = SimpleNamespace(dag_id="kappa_reconcile", task_id="reconcile", run_id="scheduled__2026-03-01T08:00:00+00:00",
+                         try_number=3, map_index=map_index)
+    return {"ti": ti, "run_id": ti.run_id, "logical_date": dt.datetime(2026, 3, 1, 8, tzinfo=dt.UTC),
+            "exception": RuntimeError("kappa reconcile exited 1")}
+
+
+def test_a_task_failure_is_one_critical_incident_per_task_linked_to_the_task_failed_runbook(airflow_alerts):
+    alert = airflow_alerts.task_failure_alert(failure_context())
+    assert (alert.severity, alert.source, alert.dedup_key, alert.runbook) == (
+        "critical", "airflow", "airflow:kappa_reconcile:reconcile", "docs/runbook.md#task-failed")
+    assert alert.summary == ("Airflow task kappa_reconcile.reconcile failed (run scheduled__2026-03-01T08:00:00+00:00, "
+                             "try 3): RuntimeError: kappa reconcile exited 1")
+    assert alert.details == {"dag_id": "kappa_reconcile", "task_id": "reconcile", "map_index": -1,
+                             "run_id": "scheduled__2026-03-01T08:00:00+00:00",
+                             "logical_date": "2026-03-01T08:00:00+00:00", "try_number": 3,
+                             "exception": "RuntimeError: kappa reconcile exited 1"}
+
+
+def test_a_mapped_task_names_its_index_but_shares_the_task_incident(airflow_alerts):
+    alert = airflow_alerts.task_failure_alert({**failure_context(map_index=2), "exception": None,
+                                               "logical_date": None})
+    assert alert.summary.startswith("Airflow task kappa_reconcile.reconcile[2] failed")
+    assert alert.summary.endswith("no exception recorded")
+    assert alert.dedup_key == "airflow:kappa_reconcile:reconcile"
+    assert alert.details["logical_date"] is None
+
+
+def test_the_notifier_is_an_airflow_notifier_that_sends_the_failure_and_keeps_it_in_the_outbox(
+        airflow_alerts, monkeypatch, tmp_path):
+    from airflow.sdk import BaseNotifier
+
+    notifier = airflow_alerts.KappaAlertNotifier()
+    assert isinstance(notifier, BaseNotifier)
+    with WebhookReceiver() as receiver:
+        monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+        monkeypatch.setenv("KAPPA_ALERT_WEBHOOK_URL", f"{receiver.url}/hook")
+        notifier(failure_context())  # as Airflow calls an on_failure_callback
+    sent, = receiver.bodies("/hook")
+    assert sent["dedup_key"] == "airflow:kappa_reconcile:reconcile" and sent["severity"] == "critical"
+    kept, = [json.loads(line) for line in (tmp_path / "alerts" / "outbox.jsonl").read_text().splitlines()]
+    assert kept["alert_id"] == sent["alert_id"]
+    assert kept["deliveries"] == [{"sink": "webhook", "ok": True, "status": 200, "error": "", "attempts": 1}]
+
+
+def test_importing_the_notifier_loads_neither_spark_nor_kafka(tmp_path):
+    probe = ("import sys, spark_apps.airflow_alerts; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'delta', 'kafka'}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT,
+                          env={"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path)}, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
