@@ -1,0 +1,200 @@
+"""Stream supervision judged from small heartbeats and log ends, without a broker or Spark."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from spark_apps import supervisor
+from spark_apps.cli import main
+from spark_apps.settings import Settings
+from spark_apps.supervisor import (
+    Health,
+    alert_for,
+    assess,
+    is_stream_command,
+    lag_by_partition,
+    pid_path,
+    stream_command,
+    stream_process_alive,
+    track_progress,
+)
+
+NOW = 1_800_000_000.0
+TOPIC = "shop.events"
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings(home=tmp_path, events_topic=TOPIC, stream_stall_s=600, max_lag_records=100)
+
+
+def beat(committed: dict[int, int] | None, age_s: float = 2.0, active: bool = True, batch: int | None = 3) -> dict:
+    """A heartbeat as the stream writes it: Spark's endOffset JSON string, per topic, partitions as strings."""
+    end = None if committed is None else json.dumps({TOPIC: {str(p): o for p, o in committed.items()}})
+    return {"written_at_epoch_s": NOW - age_s, "query_active": active, "last_batch_id": batch, "end_offsets": end}
+
+
+def test_lag_is_the_log_end_minus_the_offsets_sparks_last_batch_ended_at(settings):
+    heartbeat = beat({0: 90, 1: 100})
+    assert lag_by_partition(heartbeat, {0: 100, 1: 100, 2: 5}, settings) == {0: 10, 1: 0, 2: 5}
+    as_dict = {**heartbeat, "end_offsets": {TOPIC: {"0": 90, "1": 100}}}
+    assert lag_by_partition(as_dict, {0: 100, 1: 100, 2: 5}, settings) == {0: 10, 1: 0, 2: 5}
+
+
+def test_lag_is_measured_on_the_topic_the_stream_reports_even_when_it_is_not_the_events_topic(settings):
+    heartbeat = {**beat(None), "end_offsets": json.dumps({"own.topic": {"0": 7}})}
+    assert supervisor.stream_topic(heartbeat, settings) == "own.topic"
+    assert lag_by_partition(heartbeat, {0: 10}, settings) == {0: 3}
+
+
+def test_lag_is_unknown_before_the_stream_reports_progress(settings):
+    health = assess(beat(None), True, {0: 50}, NOW, settings)
+    assert (health.status, health.lag_records, health.lag_by_partition) == ("ok", None, {})
+    assert health.detail == "no progress reported yet"
+
+
+def test_a_caught_up_stream_with_a_fresh_heartbeat_is_ok(settings):
+    health = assess(beat({0: 100, 1: 40}), True, {0: 100, 1: 40}, NOW, settings)
+    assert health == Health("ok", 0, {0: 0, 1: 0}, 2.0, "caught up")
+
+
+def test_a_stream_without_its_process_is_down(settings):
+    health = assess(beat({0: 100}, age_s=300, active=False), False, {0: 130}, NOW, settings)
+    assert (health.status, health.lag_records) == ("down", 30)
+    assert health.detail == "no stream process is running (last heartbeat 300s ago)"
+    assert assess(None, False, {0: 130}, NOW, settings).detail == "no stream process is running (no heartbeat)"
+
+
+def test_a_killed_stream_whose_last_heartbeat_is_old_is_down(settings):
+    assert assess(beat({0: 100}, age_s=120, active=True), False, {0: 100}, NOW, settings).status == "down"
+
+
+def test_a_stream_started_by_hand_counts_as_running_while_its_heartbeat_is_fresh(settings):
+    health = assess(beat({0: 100}, age_s=1), False, {0: 100}, NOW, settings)
+    assert health.status == "ok"
+    assert health.detail == "caught up; no supervised process, but a fresh heartbeat (started by hand?)"
+
+
+def test_a_live_process_whose_heartbeat_is_older_than_the_stall_limit_is_stalled(settings):
+    health = assess(beat({0: 100}, age_s=601), True, {0: 100}, NOW, settings, started_at_s=NOW - 3600)
+    assert (health.status, health.detail) == ("stalled", "no heartbeat for 601s (limit 600s)")
+
+
+def test_a_heartbeat_left_by_an_earlier_run_does_not_make_a_starting_process_stalled(settings):
+    old = beat({0: 100}, age_s=5000, active=False)
+    assert assess(old, True, {0: 100}, NOW, settings, started_at_s=NOW - 60).status == "ok"
+    assert assess(old, True, {0: 100}, NOW, settings, started_at_s=NOW - 700).status == "stalled"
+    assert assess(None, True, {0: 100}, NOW, settings, started_at_s=NOW - 700).status == "stalled"
+
+
+def test_a_stream_behind_without_a_completed_batch_for_the_stall_limit_is_stalled(settings):
+    heartbeat = beat({0: 100})
+    busy = assess(heartbeat, True, {0: 150}, NOW, settings, behind_since_s=NOW - 30)
+    stuck = assess(heartbeat, True, {0: 150}, NOW, settings, behind_since_s=NOW - 900)
+    assert busy.status == "ok"
+    assert (stuck.status, stuck.detail) == ("stalled", "no micro-batch completed for 900s while 50 records behind "
+                                                       "(limit 600s)")
+
+
+def test_a_caught_up_stream_is_not_stalled_however_long_it_idled(settings):
+    assert assess(beat({0: 100}), True, {0: 100}, NOW, settings, behind_since_s=NOW - 9000).status == "ok"
+
+
+def test_lag_beyond_the_threshold_is_lagging(settings):
+    at_limit = assess(beat({0: 0, 1: 0}), True, {0: 60, 1: 40}, NOW, settings)
+    beyond = assess(beat({0: 0, 1: 0}), True, {0: 61, 1: 40}, NOW, settings)
+    assert (at_limit.status, at_limit.detail) == ("ok", "100 records behind")
+    assert (beyond.status, beyond.lag_records, beyond.detail) == ("lagging", 101, "101 records behind the log end "
+                                                                                   "(limit 100)")
+
+
+def test_progress_is_tracked_from_the_first_look_at_a_stream_behind_until_a_batch_completes():
+    first = track_progress(None, 7, 3, 50, NOW)
+    assert first == {"pid": 7, "last_batch_id": 3, "since_s": NOW}
+    assert track_progress(first, 7, 3, 80, NOW + 300) == first
+    assert track_progress(first, 7, 4, 80, NOW + 300)["since_s"] == NOW + 300
+    assert track_progress(first, 8, 3, 80, NOW + 300)["since_s"] == NOW + 300
+    assert track_progress(first, 7, 3, 0, NOW + 300) is None
+    assert track_progress(None, 7, None, None, NOW) == {"pid": 7, "last_batch_id": None, "since_s": NOW}
+
+
+@pytest.mark.parametrize(("status", "lag", "severity", "anchor"), [
+    ("down", 30, "critical", "stream-down"),
+    ("started", 30, "warning", "stream-down"),
+    ("stalled", 30, "critical", "stream-stalled"),
+    ("lagging", 1000, "warning", "stream-lagging"),
+    ("lagging", 1001, "critical", "stream-lagging"),
+])
+def test_every_unhealthy_status_raises_one_alert_keyed_by_pipeline_and_status(settings, status, lag, severity,
+                                                                               anchor):
+    alert = alert_for(Health(status, lag, {0: lag}, 4.0, "why", pid=12), settings, {0: 5000})
+    assert (alert.severity, alert.source, alert.dedup_key) == (severity, "supervisor", f"stream:marketplace:{status}")
+    assert alert.runbook == f"docs/runbook.md#{anchor}"
+    assert alert.offsets == {0: lag}
+    assert alert.summary.startswith("stream marketplace ") and alert.summary.endswith(": why")
+    assert alert.details["log_file"] == str(settings.log_dir / "stream-marketplace.log")
+
+
+def test_an_alert_without_a_known_lag_carries_the_log_end_offsets(settings):
+    alert = alert_for(Health("down", None, {}, None, "gone"), settings, {0: 5000, 1: 4000})
+    assert alert.offsets == {0: 5000, 1: 4000}
+
+
+def test_a_healthy_stream_raises_no_alert(settings):
+    assert alert_for(Health("ok", 0, {0: 0}, 1.0, "caught up"), settings, {0: 10}) is None
+
+
+def test_only_the_stream_command_line_of_the_pipeline_is_taken_for_the_stream():
+    argv = [sys.executable, *stream_command("marketplace")]
+    assert is_stream_command(argv, "marketplace")
+    assert not is_stream_command(argv, "other")
+    assert not is_stream_command([sys.executable, "-m", "spark_apps.cli", "supervise"], "marketplace")
+    assert not is_stream_command([], "marketplace")
+
+
+def test_a_reused_pid_of_a_live_process_that_is_not_the_stream_is_not_taken_for_it(settings):
+    pid_path(settings).parent.mkdir(parents=True)
+    pid_path(settings).write_text(f"{os.getpid()}\n")
+    assert not stream_process_alive(settings)
+    assert not supervisor.stop_stream(settings)
+    assert not pid_path(settings).exists()
+
+
+def test_supervise_starts_a_stream_that_is_down_and_warns(settings, monkeypatch):
+    alerts, started = [], []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "start_stream", lambda s: started.append(s) or 4242)
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    health = supervisor.supervise(settings)
+    assert (health.status, health.pid, started) == ("started", 4242, [settings])
+    assert [(a.severity, a.dedup_key) for a in alerts] == [("warning", "stream:marketplace:started")]
+    assert health.detail.endswith(f"started pid 4242, log {settings.log_dir / 'stream-marketplace.log'}")
+
+
+def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settings, monkeypatch):
+    alerts = []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    assert supervisor.supervise(settings, start=False).status == "down"
+    assert [(a.severity, a.dedup_key) for a in alerts] == [("critical", "stream:marketplace:down")]
+
+
+@pytest.mark.parametrize(("status", "code"), [("ok", 0), ("started", 0), ("down", 1), ("stalled", 1), ("lagging", 1)])
+def test_cli_supervise_prints_one_status_line_and_exits_non_zero_when_unhealthy(monkeypatch, capsys, tmp_path,
+                                                                                 status, code):
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(supervisor, "supervise",
+                        lambda s, start: calls.append(start) or Health(status, 5, {0: 5}, 3.0, "why", pid=9))
+    assert main(["supervise", "--no-start"]) == code
+    assert calls == [False]
+    assert capsys.readouterr().out == f"stream marketplace: {status} (pid 9, lag 5 records, heartbeat 3s old) - why\n"
+
+
+def test_cli_supervise_stop_without_a_supervised_stream_says_so(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    assert main(["supervise", "--stop"]) == 0
+    assert capsys.readouterr().out == "stream marketplace: was not running under the supervisor\n"
