@@ -89,10 +89,11 @@ def new_run_id() -> str:
 
 
 def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
-          version: int | None = None, only: list[str] | None = None) -> AuditRun:
+          version: int | None = None, only: list[str] | None = None, run_id: str | None = None,
+          as_of: dt.datetime | None = None) -> AuditRun:
     """Recompute the snapshots for the chosen stream batch, then reconcile against them."""
-    alignment = align(spark, settings, pipeline, generation, table, version)
-    run_id = new_run_id()
+    alignment = align(spark, settings, pipeline, generation, table, version, as_of)
+    run_id = run_id or new_run_id()
     _selected(pipeline, generation, only)  # an unknown table name fails before the expensive recompute
     snapshot = recompute(spark, settings, pipeline, alignment, run_id)
     return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions, run_id=run_id)

@@ -8,11 +8,12 @@ and the code version, so reconciliation can compare it with the stream table at 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from dataclasses import dataclass, field
 
-from spark_apps.alerts import Alert, raise_alert
+from spark_apps.alerts import Alert, raise_alert, runbook
 from spark_apps.catalog import existing_table_path, register_table, table_path
 from spark_apps.delta_writes import commit_metadata
 from spark_apps.determinism import assert_deterministic
@@ -111,8 +112,9 @@ def version_for_batch(spark, path: str, app_id: str, batch_id: int) -> int:
 
 
 def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
-          version: int | None = None) -> Alignment:
-    """Pick the stream batch to audit: the one ``table`` at ``version`` reflects, else the last committed one."""
+          version: int | None = None, as_of: dt.datetime | None = None) -> Alignment:
+    """Pick the stream batch to audit: the one ``table`` at ``version`` reflects, else the last one committed
+    (by ``as_of``, when given: a scheduled run for a given hour audits the same batch however late it runs)."""
     commits = table_path(settings, pipeline.tables(generation).commits)
     if not (commits / "_delta_log").exists():
         raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
@@ -120,12 +122,28 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     if table is not None:
         anchor = position_at(spark, str(existing_table_path(settings, table)), version)
     else:
-        last = spark.read.format("delta").load(str(commits)).orderBy("batch_id", ascending=False).first()
+        reader = spark.read.format("delta")
+        if as_of is not None:
+            reader = reader.option("versionAsOf", _version_at(spark, str(commits), as_of))
+        last = reader.load(str(commits)).orderBy("batch_id", ascending=False).first()
         if last is None:
             raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
         anchor = position_at(spark, str(commits),
                              version_for_batch(spark, str(commits), last["app_id"], last["batch_id"]))
     return Alignment(position=anchor, versions=table_versions(spark, settings, pipeline, anchor, generation))
+
+
+def _version_at(spark, path: str, as_of: dt.datetime) -> int:
+    """The newest version of a Delta table committed at or before ``as_of``."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    cutoff = as_of.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    found = (DeltaTable.forPath(spark, path).history().where(F.col("timestamp") <= F.lit(cutoff).cast("timestamp"))
+             .agg(F.max("version")).first()[0])
+    if found is None:
+        raise PlatformError(f"the stream had committed no micro-batch by {as_of.isoformat()}")
+    return found
 
 
 def table_versions(spark, settings: Settings, pipeline: Pipeline, position: StreamPosition,
@@ -160,7 +178,8 @@ def check_retention(spark, settings: Settings, position: StreamPosition, source:
                    f"consumed: {'; '.join(problems)}")
         raise_alert(spark, settings, Alert(
             severity="critical", summary=summary, source=source, dedup_key=f"retention:{position.topic}",
-            offsets=position.end_offsets, details={"problems": problems, "start_offsets": position.start_offsets}))
+            offsets=position.end_offsets, details={"problems": problems, "start_offsets": position.start_offsets},
+            runbook=runbook("log-retention")))
         raise RetentionError(summary + "; restore the topic's retention (retention.ms=-1) and replay from a "
                              "backup, or rebuild the stream from what remains with a Kappa replay")
 

@@ -30,6 +30,7 @@ def _compare_with_manifest(spark, tables, manifest) -> None:
 
 
 def run_demo(settings: Settings) -> int:
+    from spark_apps import serving
     from spark_apps.auditor import audit, summary_lines
     from spark_apps.broker import EmbeddedBroker
     from spark_apps.catalog import table_path
@@ -61,7 +62,7 @@ def run_demo(settings: Settings) -> int:
     _step("running the Kappa stream until it has caught up with the log")
     spark = get_spark(settings, app_name="kappa-demo")
     job = StreamJob(spark, settings, pipeline)
-    stats = job.run(until_caught_up=True, heartbeat=settings.home / "run" / f"{pipeline.name}.heartbeat.json")
+    stats = job.run(until_caught_up=True, heartbeat=settings.run_dir / f"{pipeline.name}.heartbeat.json")
     for batch in stats:
         print(f"batch {batch.batch_id}: {batch.records:,} records ({batch.dead_letters:,} dead letters) "
               f"in {batch.duration_s:.1f}s")
@@ -86,5 +87,10 @@ def run_demo(settings: Settings) -> int:
     run = audit(spark, settings, pipeline)
     print("\n".join(summary_lines(run)))
     print(f"\nVerdict: {'the stream equals the batch, exactly' if run.success else 'MISMATCH, see the report'}")
+
+    _step("serving: which copy of each gold table readers get (kappa after "
+          f"{settings.serving_exact_runs} exact audits over {settings.serving_min_span_s}s)")
+    for decision in serving.advance(spark, settings, pipeline, run.run_id):
+        print(f"{decision.view}: {decision.mode} -> {decision.source_table}; {decision.reason}")
     print(f"\nThe broker keeps running (make down stops it). Warehouse: {settings.warehouse_dir}")
     return 0 if run.success else 1

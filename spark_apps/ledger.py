@@ -60,3 +60,27 @@ def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
     frame = spark.createDataFrame([asdict(r) for r in rows], LEDGER_SCHEMA)
     ensure_table(spark, settings, LEDGER_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
     frame.write.format("delta").mode("append").save(str(table_path(settings, LEDGER_TABLE)))
+
+
+def run_rows(spark, settings: Settings, run_id: str) -> list:
+    """The rows a run appended (all in one commit, so a run is either fully recorded or absent)."""
+    path = table_path(settings, LEDGER_TABLE)
+    if not (path / "_delta_log").exists():
+        return []
+    return spark.read.format("delta").load(str(path)).where(f"run_id = '{run_id}'").orderBy("table").collect()
+
+
+def run_summary(rows: list) -> dict:
+    """A run's outcome as JSON-ready data, for Airflow tasks and scripts."""
+    first = rows[0]
+    return {
+        "run_id": first["run_id"], "pipeline": first["pipeline"], "success": all(r["success"] for r in rows),
+        "started_at": first["started_at"].isoformat(), "stream_app_id": first["stream_app_id"],
+        "stream_batch_id": first["stream_batch_id"], "topic": first["topic"],
+        "end_offsets": {str(p): o for p, o in sorted(first["end_offsets"].items())},
+        "code_version": first["code_version"],
+        "tables": [{"table": r["table"], "success": r["success"], "stream_equals_batch": r["stream_equals_batch"],
+                    "quality_ok": r["quality_ok"], "stream_table": r["stream_table"],
+                    "stream_version": r["stream_version"], "snapshot_table": r["snapshot_table"],
+                    "snapshot_version": r["snapshot_version"], "detail": r["detail"]} for r in rows],
+    }

@@ -38,6 +38,9 @@ class Settings:
     log_dir: Path = _under_home("logs")
     reports_dir: Path = _under_home("reports")
     gx_dir: Path = _under_home("gx")
+    run_dir: Path = _under_home("run")
+    alerts_outbox: Path = _under_home("alerts/outbox.jsonl")
+    airflow_home: Path = _under_home("airflow")
     expectations_dir: Path = PROJECT_ROOT / "expectations"
 
     kafka_host: str = "127.0.0.1"
@@ -65,6 +68,36 @@ class Settings:
     # Test and chaos hook: "<stage>@<batch id>[:kill]" stops the job at that point of foreachBatch.
     fault_inject: str = ""
 
+    # Alert sinks: empty means not configured (alerts are still recorded in audit.alerts and logged).
+    alert_webhook_url: str = ""
+    alert_slack_webhook_url: str = ""
+    alert_pagerduty_routing_key: str = ""
+    alert_pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
+    alert_timeout_s: float = 5.0
+    alert_retries: int = 2
+
+    # Stream supervision: the job is stalled when its heartbeat is older than this, lagging beyond this many records.
+    supervise_every_min: int = 5
+    stream_stall_s: int = 600
+    max_lag_records: int = 50_000
+
+    # Serving: K consecutive exact reconciliations of distinct stream batches, spanning at least this long,
+    # switch a gold table from the batch snapshot (lambda) to the stream table (kappa).
+    serving_exact_runs: int = 3
+    serving_min_span_s: int = 7200
+    reconcile_schedule: str = "@hourly"
+    # Once every gold table serves from the stream, the batch only audits, this often.
+    kappa_audit_every_s: int = 21_600
+
+    maintenance_schedule: str = "@daily"
+    vacuum_retention_hours: int = 168
+
+    task_retries: int = 2
+    task_retry_delay_s: int = 60
+    airflow_host: str = "127.0.0.1"
+    airflow_port: int = 8080
+    airflow_log_server_port: int = 8793
+
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             sub = f.metadata.get("under_home")
@@ -75,18 +108,25 @@ class Settings:
         self._validate()
 
     def _validate(self) -> None:
-        for name in ("kafka_port", "kafka_controller_port"):
+        for name in ("kafka_port", "kafka_controller_port", "airflow_port", "airflow_log_server_port"):
             port = getattr(self, name)
             if not 1 <= port <= 65535:
                 raise SettingsError(f"{_env_name(name)} must be a TCP port (1-65535), got {port}")
         if self.kafka_port == self.kafka_controller_port:
             raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
         for name in ("topic_partitions", "spark_shuffle_partitions", "window_s", "session_gap_s",
-                     "max_offsets_per_trigger", "reconcile_buckets"):
+                     "max_offsets_per_trigger", "reconcile_buckets", "serving_exact_runs", "supervise_every_min",
+                     "stream_stall_s", "max_lag_records", "kappa_audit_every_s", "task_retry_delay_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         if self.allowed_lateness_s < 0:
             raise SettingsError(f"KAPPA_ALLOWED_LATENESS_S must be >= 0, got {self.allowed_lateness_s}")
+        for name in ("serving_min_span_s", "alert_retries", "task_retries"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{_env_name(name)} must be >= 0, got {getattr(self, name)}")
+        if self.vacuum_retention_hours < 168:
+            raise SettingsError("KAPPA_VACUUM_RETENTION_HOURS must be at least 168 (7 days): the auditor and "
+                                f"a rollback read old table versions, got {self.vacuum_retention_hours}")
         if not self.events_topic:
             raise SettingsError("KAPPA_EVENTS_TOPIC must not be empty")
 
@@ -114,6 +154,10 @@ class Settings:
                 self.kafka_bootstrap_servers == f"{self.kafka_host}:{self.kafka_port}":
             derived["kafka_bootstrap_servers"] = ""
         return dataclasses.replace(self, **derived, **changes)
+
+    def as_env(self) -> dict[str, str]:
+        """``KAPPA_*`` variables that make ``Settings.from_env()`` in a child process equal these settings."""
+        return {_env_name(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def _env_name(field_name: str) -> str:

@@ -50,10 +50,12 @@ def session_conf(settings: Settings) -> dict[str, str]:
 
 
 def get_spark(settings: Settings, app_name: str = "kappa"):
-    """Create (or return the running) session, then make every warehouse table visible by name."""
+    """Create (or return the running) session, make every warehouse table visible by name, and point the
+    ``serving.*`` views where the serving state says."""
     from pyspark.sql import SparkSession
 
     from spark_apps.catalog import register_warehouse_tables
+    from spark_apps.serving import register_views
 
     settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
@@ -62,4 +64,5 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     register_warehouse_tables(spark, settings)
+    register_views(spark, settings)
     return spark

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -48,8 +47,3 @@ def run_stream(spark, settings: Settings, fault: str = "") -> StreamJob:
     job = StreamJob(spark, settings.with_overrides(fault_inject=fault), PIPELINE)
     job.run(until_caught_up=True)
     return job
-
-
-def settings_env(settings: Settings) -> dict[str, str]:
-    """``KAPPA_*`` variables that make ``Settings.from_env()`` equal ``settings`` (for CLI runs)."""
-    return {f"KAPPA_{f.name.upper()}": str(getattr(settings, f.name)) for f in dataclasses.fields(settings)}

@@ -18,7 +18,7 @@ from spark_apps.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.reconcile import EXTRA, KINDS, MISMATCH, MISSING
 from spark_apps.topics import partition_offsets
-from tests.streams import produce_hard_cases, settings_env
+from tests.streams import produce_hard_cases
 
 pytestmark = pytest.mark.integration
 
@@ -178,7 +178,7 @@ def test_each_kind_of_corruption_fails_reconciliation_is_classified_and_exits_no
     job = restarted_stream.job
     before = {t.stream: spark.sql(f"DESCRIBE HISTORY delta.`{job.path(t.stream)}` LIMIT 1").first().version
               for t in stream_tables(PIPELINE)}
-    for name, value in settings_env(job.settings).items():
+    for name, value in job.settings.as_env().items():
         monkeypatch.setenv(name, value)
     try:
         expected = dict(corrupt(spark, job) for corrupt in CORRUPTIONS)
