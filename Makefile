@@ -12,12 +12,13 @@ MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
 
-.PHONY: help install jars up down demo test bench lint clean tools
+.PHONY: help install jars up airflow down demo test bench lint clean tools
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
 	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
 	@echo "make up     - start the embedded Kafka broker;  make down - stop what make started"
+	@echo "make airflow - start Airflow (SQLite, loopback only) with the DAGs in dags/; prints URL and login"
 	@echo "make bench  - recompute + reconcile 1M events; numbers to bench/results/reconcile.json"
 	@echo "make lint   - ruff over the code"
 	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
@@ -53,8 +54,11 @@ $(KAFKA_JARS_STAMP): infra/kafka/pom.xml infra/maven-settings.xml | tools
 up: install jars
 	@$(KAPPA) broker start
 
+airflow: install jars
+	@$(KAPPA) airflow start
+
 down:
-	@if [ -x $(PY) ]; then $(KAPPA) broker stop; else echo "nothing to stop"; fi
+	@if [ -x $(PY) ]; then $(KAPPA) airflow stop; $(KAPPA) supervise --stop; $(KAPPA) broker stop; else echo "nothing to stop"; fi
 
 demo: install jars
 	@$(KAPPA) demo

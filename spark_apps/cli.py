@@ -91,11 +91,23 @@ def _stream(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset:
         job.reset()
         print(f"deleted the checkpoint {job.checkpoint} and the stream tables of {pipeline.name}")
-    heartbeat = settings.home / "run" / f"{pipeline.name}.heartbeat.json"
+    heartbeat = settings.run_dir / f"{pipeline.name}.heartbeat.json"
     stats = job.run(until_caught_up=not args.continuous, heartbeat=heartbeat)
     records = sum(s.records for s in stats)
     print(f"stream {pipeline.name}: {len(stats)} micro-batches, {records:,} records; heartbeat {heartbeat}")
     return 0
+
+
+def _supervise(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.supervisor import status_line, stop_stream, supervise
+
+    if args.stop:
+        stopped = stop_stream(settings)
+        print(f"stream {settings.pipeline}: {'stopped' if stopped else 'was not running under the supervisor'}")
+        return 0
+    health = supervise(settings, start=not args.no_start)
+    print(status_line(health, settings.pipeline))
+    return 0 if health.healthy else EXIT_FAILED
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
@@ -110,21 +122,153 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps import ledger, serving
     from spark_apps.auditor import audit, summary_lines
     from spark_apps.pipeline import load_pipeline
     from spark_apps.spark_session import get_spark
 
     if args.version is not None and args.table is None:
         raise PlatformError("--version needs --table (the stream table whose version to audit)")
+    if args.as_of is not None and args.table is not None:
+        raise PlatformError("--as-of and --table both choose the stream batch to audit; give one")
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     spark = get_spark(settings, app_name=f"kappa-reconcile-{pipeline.name}")
-    only = [name.strip() for name in args.only.split(",")] if args.only else None
-    run = audit(spark, settings, pipeline, table=args.table, version=args.version, only=only)
-    print("\n".join(summary_lines(run)))
-    if not run.success:
-        print(f"kappa reconcile: stream and batch differ or a quality rule failed; see {run.report_path}",
+    if args.if_due:
+        gold = [pipeline.tables().gold(g.name) for g in pipeline.gold_tables]
+        due, why = serving.audit_due(serving.current_modes(spark, settings, pipeline.name), gold,
+                                     serving.last_audit_at(spark, settings, pipeline.name), _now(), settings)
+        if not due:
+            print(f"reconcile skipped: {why}")
+            _write_json(args.json, {"skipped": True, "reason": why})
+            return 0
+    recorded = ledger.run_rows(spark, settings, args.run_id) if args.run_id else []
+    reused = bool(recorded)
+    if reused:
+        print(f"reconciliation {args.run_id} is already in the ledger; nothing recomputed")
+    else:
+        only = [name.strip() for name in args.only.split(",")] if args.only else None
+        run = audit(spark, settings, pipeline, table=args.table, version=args.version, only=only,
+                    run_id=args.run_id, as_of=args.as_of)
+        print("\n".join(summary_lines(run)))
+        recorded = ledger.run_rows(spark, settings, run.run_id)
+    result = ledger.run_summary(recorded)
+    result["reused"] = reused
+    result["report"] = str(settings.reports_dir / "reconciliation" / f"{pipeline.name}-{result['run_id']}.html")
+    if args.serve:
+        decisions = serving.advance(spark, settings, pipeline, result["run_id"])
+        print("\n".join(_serving_line(d) for d in decisions))
+    _write_json(args.json, result)
+    if not result["success"]:
+        print(f"kappa reconcile: stream and batch differ or a quality rule failed; see {result['report']}",
               file=sys.stderr)
         return EXIT_FAILED
+    return 0
+
+
+def _serving(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps import serving
+    from spark_apps.pipeline import load_pipeline
+    from spark_apps.spark_session import get_spark
+
+    spark = get_spark(settings, app_name="kappa-serving")
+    if args.action == "advance":
+        if not args.run_id:
+            raise PlatformError("advance needs --run-id (the reconciliation whose verdict to apply)")
+        pipeline = load_pipeline(args.pipeline or settings.pipeline)
+        decisions = serving.advance(spark, settings, pipeline, args.run_id)
+        print("\n".join(_serving_line(d) for d in decisions))
+        _write_json(args.json, {"run_id": args.run_id, "pipeline": pipeline.name,
+                                "decisions": [_decision_json(d) for d in decisions]})
+        return 0
+    if args.action == "fallback":
+        if not args.reason:
+            raise PlatformError("fallback needs --reason (recorded with the decision)")
+        decisions = serving.fall_back(spark, settings, load_pipeline(args.pipeline or settings.pipeline), args.reason)
+        print("\n".join(_serving_line(d) for d in decisions) or "no gold table is served yet; nothing to do")
+        _write_json(args.json, {"decisions": [_decision_json(d) for d in decisions]})
+        return 0
+    decisions = (serving.history(spark, settings, args.table) if args.action == "history"
+                 else list(serving.current(spark, settings).values()))
+    if not decisions:
+        print("no serving decision recorded yet: every gold table is served from the batch snapshot once the "
+              "first reconciliation runs")
+        return 0
+    print("\n".join(_serving_line(d, with_run=args.action == "history") for d in decisions))
+    _write_json(args.json, {"decisions": [_decision_json(d) for d in decisions]})
+    return 0
+
+
+def _serving_line(decision, with_run: bool = True) -> str:
+    pinned = f" v{decision.source_version}" if decision.source_version is not None else " (latest)"
+    change = f"{decision.previous_mode} -> {decision.mode}" if decision.changed else decision.mode
+    run = f" run {decision.run_id}:" if with_run else ""
+    return f"{decision.view:32s} {change:18s} reads {decision.source_table}{pinned};{run} {decision.reason}"
+
+
+def _decision_json(decision) -> dict:
+    return {"table": decision.table, "view": decision.view, "mode": decision.mode,
+            "previous_mode": decision.previous_mode, "changed": decision.changed, "reason": decision.reason,
+            "run_id": decision.run_id, "evidence_run_ids": list(decision.evidence),
+            "source_table": decision.source_table, "source_version": decision.source_version}
+
+
+def _write_json(path: str | None, payload: dict) -> None:
+    import json
+    from pathlib import Path
+
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(payload, indent=2, default=str))
+
+
+def _now():
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC)
+
+
+def _alerts(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.alerts import alert_line, recent_alerts
+    from spark_apps.spark_session import get_spark
+
+    rows = recent_alerts(get_spark(settings, app_name="kappa-alerts"), settings, args.limit)
+    print("\n".join(alert_line(row) for row in rows) or "no alerts recorded")
+    return 0
+
+
+def _maintain(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.maintenance import maintain, summary_lines
+    from spark_apps.pipeline import load_pipeline
+    from spark_apps.spark_session import get_spark
+
+    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    spark = get_spark(settings, app_name=f"kappa-maintain-{pipeline.name}")
+    report = maintain(spark, settings, pipeline, optimize=args.optimize, vacuum=args.vacuum)
+    print("\n".join(summary_lines(report)))
+    if not report.ok:
+        print("kappa maintain: a table or a check failed; on-call has been alerted (docs/runbook.md)", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _airflow(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps import airflow_standalone as airflow
+
+    if args.action == "start":
+        running = airflow.start(settings)
+        print(f"airflow running at {running.url} (process group {running.process_group}, log {running.log})")
+        print(f"login: {running.user} / {running.password}")
+    elif args.action == "stop":
+        print("airflow stopped" if airflow.stop(settings) else "airflow was not running")
+    else:
+        group = airflow.running_group(settings)
+        if group is None:
+            print("airflow is not running")
+            return EXIT_FAILED
+        health = airflow.health(settings) or {}
+        states = ", ".join(f"{name} {(health.get(name) or {}).get('status', 'unknown')}"
+                           for name in airflow.HEALTHY_COMPONENTS)
+        print(f"airflow running at {airflow.url(settings)} (process group {group}): {states}")
     return 0
 
 
@@ -175,6 +319,13 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--yes", action="store_true", help="confirm --reset")
     stream.set_defaults(handler=_stream)
 
+    supervise = commands.add_parser(
+        "supervise", help="start the stream if it is down, check its heartbeat and lag, alert (exit 1 if unhealthy)")
+    action = supervise.add_mutually_exclusive_group()
+    action.add_argument("--no-start", action="store_true", help="only report: leave a stopped stream stopped")
+    action.add_argument("--stop", action="store_true", help="stop the supervised stream (SIGTERM, then SIGKILL)")
+    supervise.set_defaults(handler=_supervise)
+
     lineage = commands.add_parser("lineage", help="print the log offsets a stream table version reflects")
     lineage.add_argument("--table", required=True, help="schema.table, e.g. gold.merchant_revenue")
     lineage.add_argument("--version", type=int, help="table version (default: latest)")
@@ -186,7 +337,40 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--table", help="audit the stream batch this table's version reflects")
     reconcile.add_argument("--version", type=int, help="version of --table (default: its latest)")
     reconcile.add_argument("--only", help="comma-separated stream tables to reconcile (default: all)")
+    reconcile.add_argument("--as-of", type=_timestamp,
+                           help="audit the last stream batch committed by this ISO time (default: the last one)")
+    reconcile.add_argument("--run-id", type=_run_id,
+                           help="name the run; a run already in the ledger is reported, not recomputed")
+    reconcile.add_argument("--no-serving", dest="serve", action="store_false",
+                           help="do not apply the verdict to the serving state of the gold tables")
+    reconcile.add_argument("--if-due", action="store_true",
+                           help="skip when every gold table serves the stream and the last audit is recent")
+    reconcile.add_argument("--json", help="also write the run's outcome as JSON to this file")
     reconcile.set_defaults(handler=_reconcile)
+
+    serve = commands.add_parser("serving", help="show or advance which copy (batch or stream) each gold table serves")
+    serve.add_argument("action", choices=("status", "history", "advance", "fallback"))
+    serve.add_argument("--reason", help="fallback: why the operator moves every table back to the batch snapshot")
+    serve.add_argument("--table", help="history of one gold table, e.g. gold.order_status")
+    serve.add_argument("--run-id", type=_run_id, help="advance: the reconciliation run whose verdict to apply")
+    serve.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    serve.add_argument("--json", help="also write the decisions as JSON to this file")
+    serve.set_defaults(handler=_serving)
+
+    alerts = commands.add_parser("alerts", help="list recent alerts, newest first (records pending ones first)")
+    alerts.add_argument("--limit", type=_positive_int, default=20, help="alerts to show (default 20)")
+    alerts.set_defaults(handler=_alerts)
+
+    maintain = commands.add_parser(
+        "maintain", help="OPTIMIZE and VACUUM every table, check checkpoint and log retention (exit 1 on a failure)")
+    maintain.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    maintain.add_argument("--no-optimize", dest="optimize", action="store_false", help="skip OPTIMIZE")
+    maintain.add_argument("--no-vacuum", dest="vacuum", action="store_false", help="skip VACUUM")
+    maintain.set_defaults(handler=_maintain)
+
+    airflow = commands.add_parser("airflow", help="start, stop or check this machine's Airflow (loopback only)")
+    airflow.add_argument("action", choices=("start", "stop", "status"))
+    airflow.set_defaults(handler=_airflow)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded setup")
     demo.set_defaults(handler=_demo)
@@ -210,6 +394,25 @@ def _positive(kind: type, strict: bool):
         return value
 
     return parse
+
+
+def _timestamp(text: str):
+    """An ISO-8601 time; one without a zone is UTC."""
+    import datetime as dt
+
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO time like 2026-11-22T10:00:00Z, got {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _run_id(text: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.:+-]{1,120}", text):
+        raise argparse.ArgumentTypeError(f"a run id is letters, digits and _.:+- only, got {text!r}")
+    return text
 
 
 _positive_int = _positive(int, strict=False)

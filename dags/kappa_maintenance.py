@@ -1,0 +1,45 @@
+"""
+### Delta maintenance (daily)
+
+Compacts small files (`OPTIMIZE`) and removes files no version within the retention still needs
+(`VACUUM`, never below `KAPPA_VACUUM_RETENTION_HOURS`, at least 7 days, so the auditor and a
+rollback can still read old versions), then checks that the streaming checkpoint agrees with
+`audit.stream_commits` and that the log still holds every offset from the stream's start (a Kappa
+replay needs the whole log). A failed check pages on-call: `docs/runbook.md#maintenance-failed`,
+`docs/runbook.md#log-retention`. The work runs as a child `kappa maintain` process.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import dag, task
+
+from spark_apps.orchestration import dag_defaults
+from spark_apps.settings import Settings
+
+SETTINGS = Settings.from_env()
+
+
+@dag(
+    dag_id="kappa_maintenance",
+    schedule=SETTINGS.maintenance_schedule,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=dag_defaults(SETTINGS),
+    tags=["kappa", "maintenance", "delta"],
+    doc_md=__doc__,
+)
+def kappa_maintenance():
+    @task
+    def maintain() -> None:
+        """OPTIMIZE and VACUUM every table, then the checkpoint and log-retention checks."""
+        from spark_apps.orchestration import run_kappa_plain
+
+        run_kappa_plain("maintain")
+
+    maintain()
+
+
+kappa_maintenance()

@@ -1,0 +1,96 @@
+"""
+### Batch recompute and reconciliation (hourly)
+
+Proves the stream: align on the last stream batch committed by the end of the data interval
+(its log offsets `O` and each table's version `V`), recompute every table from Kafka `[start, O)`
+into the `batch.*` snapshots, diff each stream table against its snapshot, run the Great
+Expectations suites, append the verdict to `audit.reconciliation_ledger`, then let the serving
+state machine move each gold table between the batch snapshot (`lambda`) and the stream table
+(`kappa`), and publish one Asset event per served table for the models downstream.
+
+While every gold table serves the stream, the batch only audits, every `KAPPA_KAPPA_AUDIT_EVERY_S`
+seconds; the runs in between skip. A mismatch switches the table back to the batch snapshot at
+once and pages on-call (runbook: `docs/runbook.md#reconciliation-mismatch`); the run then ends
+failed so the grid shows it. Rerunning a run is safe: its reconciliation is found in the ledger by
+run id and not recomputed, and its serving decision is not taken twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import Asset, AssetAlias, dag, task
+
+from spark_apps.orchestration import dag_defaults
+from spark_apps.settings import Settings
+
+SETTINGS = Settings.from_env()
+RECONCILED = AssetAlias(f"kappa.{SETTINGS.pipeline}.reconciled")
+
+
+def serving_asset(pipeline: str, view: str) -> Asset:
+    """The Asset downstream DAGs (dbt) schedule on: one per served gold table."""
+    return Asset(name=view, uri=f"kappa://{pipeline}/{view}", group="kappa-serving")
+
+
+@dag(
+    dag_id="kappa_reconcile",
+    schedule=SETTINGS.reconcile_schedule,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=dag_defaults(SETTINGS),
+    tags=["kappa", "reconciliation", "serving"],
+    doc_md=__doc__,
+)
+def kappa_reconcile():
+    @task
+    def reconcile(*, dag_run) -> dict:
+        """Recompute and reconcile (a child `kappa reconcile` process); skips when the audit is not due."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from spark_apps.orchestration import as_of, audit_run_id, run_kappa
+
+        outcome = run_kappa("reconcile", "--run-id", audit_run_id("kappa_reconcile", dag_run),
+                            "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due",
+                            expect_failure_exit=True)
+        if outcome.get("skipped"):
+            raise AirflowSkipException(outcome["reason"])
+        return outcome
+
+    @task
+    def update_serving(outcome: dict) -> dict:
+        """Apply the verdict to the serving state of each gold table (alerts on a mismatch)."""
+        from spark_apps.orchestration import run_kappa
+
+        return run_kappa("serving", "advance", "--run-id", outcome["run_id"])
+
+    @task(outlets=[RECONCILED])
+    def publish(serving: dict, *, outlet_events) -> list[str]:
+        """One Asset event per served gold table, saying which copy it serves and on what evidence."""
+        published = []
+        for decision in serving["decisions"]:
+            asset = serving_asset(serving["pipeline"], decision["view"])
+            outlet_events[RECONCILED].add(asset, extra={
+                "run_id": serving["run_id"], "mode": decision["mode"], "source_table": decision["source_table"],
+                "source_version": decision["source_version"], "changed": decision["changed"]})
+            published.append(decision["view"])
+        return published
+
+    @task(retries=0, on_failure_callback=[])
+    def verdict(outcome: dict, published: list[str]) -> str:
+        """Fail the run on a mismatch (on-call was already paged by the serving step) so the grid shows it."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        failed = [t["table"] for t in outcome["tables"] if not t["success"]]
+        if failed:
+            raise AirflowFailException(f"reconciliation {outcome['run_id']} failed for {', '.join(failed)}; "
+                                       f"serving fell back to the batch snapshot; report {outcome['report']}")
+        return f"reconciliation {outcome['run_id']} exact; published {', '.join(published)}"
+
+    outcome = reconcile()
+    serving = update_serving(outcome)
+    verdict(outcome, publish(serving))
+
+
+kappa_reconcile()

@@ -1,0 +1,55 @@
+"""
+### Stream supervision (every few minutes)
+
+Keeps the Kappa stream running and honest: starts `kappa stream --continuous` as its own process
+when it is not running, reads its heartbeat, and measures consumer lag as the log end offsets minus
+the offsets the stream has committed. It alerts on-call when the job is down, stalled (heartbeat
+older than `KAPPA_STREAM_STALL_S`) or lagging (more than `KAPPA_MAX_LAG_RECORDS` records behind).
+Runbooks: `docs/runbook.md#stream-down`, `#stream-stalled`, `#stream-lagging`.
+
+The check runs in the task itself (it needs no Spark: a pid file, a heartbeat file and the broker's
+offsets); the stream it starts is a separate process that outlives the task.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import dag, task
+
+from spark_apps.orchestration import dag_defaults
+from spark_apps.settings import Settings
+
+SETTINGS = Settings.from_env()
+
+
+@dag(
+    dag_id="kappa_stream_supervisor",
+    schedule=dt.timedelta(minutes=SETTINGS.supervise_every_min),
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=dag_defaults(SETTINGS),
+    tags=["kappa", "stream", "supervision"],
+    doc_md=__doc__,
+)
+def kappa_stream_supervisor():
+    @task(retries=0, on_failure_callback=[])
+    def supervise() -> dict:
+        """Start the stream if it is down; fail (after alerting, once per incident) when it is unhealthy."""
+        from dataclasses import asdict
+
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from spark_apps.settings import Settings
+        from spark_apps.supervisor import supervise as check
+
+        health = check(Settings.from_env(), start=True)
+        if health.status not in ("ok", "started"):
+            raise AirflowFailException(f"stream {health.status}: {health.detail}")
+        return asdict(health)
+
+    supervise()
+
+
+kappa_stream_supervisor()

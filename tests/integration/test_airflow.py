@@ -1,0 +1,166 @@
+"""The Airflow layer end to end: the reconcile DAG under ``dag.test()`` against the real broker and Spark,
+its reruns, and the serving state machine moving gold tables between batch and stream, with alerts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from spark_apps import serving
+from spark_apps.airflow_env import airflow_environment
+from spark_apps.catalog import table_path
+from spark_apps.cli import main
+from spark_apps.ledger import LEDGER_TABLE
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.settings import PROJECT_ROOT
+from tests.streams import fresh_stream_settings, produce_hard_cases, run_stream
+from tests.webhook import WebhookReceiver
+
+pytestmark = pytest.mark.integration
+GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
+PROBE = PROJECT_ROOT / "tests" / "airflow_probe.py"
+
+
+@pytest.fixture(scope="module")
+def webhook():
+    with WebhookReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def served(kafka_broker, spark, settings, tmp_path_factory, webhook):
+    """A small stream of its own (own topic, warehouse and Airflow metadata DB), K=2 for serving."""
+    from spark_apps.topics import admin_client
+
+    home = tmp_path_factory.mktemp("airflow-stream")
+    topic = f"test.airflow.{uuid.uuid4().hex[:8]}"
+    stream_settings = fresh_stream_settings(settings, home, topic, max_offsets=100_000).with_overrides(
+        home=home, serving_exact_runs=2, serving_min_span_s=0, alert_webhook_url=f"{webhook.url}/hook")
+    produce_hard_cases(stream_settings, total=400, seed=11)
+    run_stream(spark, stream_settings)
+    env = {**stream_settings.as_env(), **airflow_environment(stream_settings)}
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True,
+                   cwd=PROJECT_ROOT)
+    yield stream_settings, env
+    with admin_client(settings) as admin:
+        admin.delete_topics([topic])
+
+
+def dag_test(env: dict, dag_id: str, logical_date: dt.datetime) -> dict:
+    done = subprocess.run([sys.executable, str(PROBE), "test", str(PROJECT_ROOT / "dags"), dag_id,
+                           logical_date.isoformat()], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def asset_events(env: dict) -> list[tuple[str, dict]]:
+    db = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///")
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT asset.name, asset_event.extra FROM asset_event "
+                            "JOIN asset ON asset.id = asset_event.asset_id ORDER BY asset_event.id").fetchall()
+    return [(name, json.loads(extra)) for name, extra in rows]
+
+
+def ledger_runs(spark, settings) -> dict[str, bool]:
+    rows = spark.read.format("delta").load(str(table_path(settings, LEDGER_TABLE))).collect()
+    runs: dict[str, bool] = {}
+    for r in rows:
+        runs[r.run_id] = runs.get(r.run_id, True) and r.success
+    return runs
+
+
+def state_rows(spark, settings) -> int:
+    return spark.read.format("delta").load(str(table_path(settings, serving.SERVING_STATE_TABLE))).count()
+
+
+def read(spark, settings, table: str):
+    return spark.read.format("delta").load(str(table_path(settings, table)))
+
+
+def kappa(settings, monkeypatch, *args: str) -> int:
+    for key, value in settings.as_env().items():
+        monkeypatch.setenv(key, value)
+    return main(list(args))
+
+
+@pytest.fixture(scope="module")
+def first_dag_run(served):
+    stream_settings, env = served
+    logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    return logical, dag_test(env, "kappa_reconcile", logical)
+
+
+def test_reconcile_dag_writes_the_ledger_emits_assets_and_advances_serving(spark, served, first_dag_run):
+    stream_settings, env = served
+    logical, run = first_dag_run
+    assert run["state"] == "success", run
+    assert set(run["tasks"].values()) == {"success"}, run["tasks"]
+    run_id = f"kappa_reconcile.{logical:%Y%m%dT%H%M%SZ}"
+    assert ledger_runs(spark, stream_settings) == {run_id: True}
+    decisions = serving.current(spark, stream_settings, PIPELINE.name)
+    assert sorted(decisions) == sorted(GOLD)
+    assert all(d.mode == serving.LAMBDA and d.run_id == run_id and "1 of 2" in d.reason
+               for d in decisions.values())
+    events = asset_events(env)
+    assert sorted(name for name, _ in events) == sorted(serving.serving_view(t) for t in GOLD)
+    assert all(extra["run_id"] == run_id and extra["mode"] == "lambda" and extra["source_table"].startswith("batch.")
+               for _, extra in events)
+
+
+def test_rerunning_the_same_logical_date_changes_no_table_ledger_or_serving_state(spark, served, first_dag_run):
+    stream_settings, env = served
+    logical, _ = first_dag_run
+    snapshot = table_path(stream_settings, "batch.order_status")
+    before = (ledger_runs(spark, stream_settings), state_rows(spark, stream_settings),
+              spark.sql(f"DESCRIBE HISTORY delta.`{snapshot}`").count())
+    rerun = dag_test(env, "kappa_reconcile", logical)
+    assert rerun["state"] == "success", rerun
+    after = (ledger_runs(spark, stream_settings), state_rows(spark, stream_settings),
+             spark.sql(f"DESCRIBE HISTORY delta.`{snapshot}`").count())
+    assert after == before
+
+
+def test_k_exact_runs_serve_the_stream_and_one_corrupted_run_falls_back_and_alerts(
+        spark, served, first_dag_run, webhook, monkeypatch, capsys):
+    stream_settings, _ = served
+    only = ",".join(GOLD)
+    produce_hard_cases(stream_settings, total=60, seed=12)
+    run_stream(spark, stream_settings)
+    assert kappa(stream_settings, monkeypatch, "reconcile", "--only", only) == 0
+    decisions = serving.current(spark, stream_settings, PIPELINE.name)
+    assert {d.mode for d in decisions.values()} == {serving.KAPPA}
+    assert all(d.changed and len(d.evidence) == 2 for d in decisions.values())
+    for table in GOLD:
+        view, stream = spark.table(serving.serving_view(table)), read(spark, stream_settings, table)
+        assert view.exceptAll(stream).count() == 0 and stream.exceptAll(view).count() == 0
+
+    honest = read(spark, stream_settings, "gold.order_status").where("status <> 'refunded'").orderBy("order_id").first()
+    spark.sql(f"UPDATE delta.`{table_path(stream_settings, 'gold.order_status')}` "
+              f"SET status = 'refunded' WHERE order_id = '{honest['order_id']}'")
+    assert kappa(stream_settings, monkeypatch, "reconcile", "--only", only) == 1
+    decisions = serving.current(spark, stream_settings, PIPELINE.name)
+    assert all(d.mode == serving.LAMBDA and d.previous_mode == serving.KAPPA for d in decisions.values())
+    fallback = decisions["gold.order_status"]
+    assert fallback.source_table == "batch.order_status" and fallback.source_version is not None
+    readers_see = spark.table("serving.order_status").where(f"order_id = '{honest['order_id']}'").first()
+    assert readers_see["status"] == honest["status"], "serving reads the batch's truth, not the corrupted stream"
+
+    alerts = [body for body in webhook.bodies("/hook") if body.get("table") == "gold.order_status"]
+    assert alerts, webhook.received
+    alert = alerts[-1]
+    assert alert["severity"] == "critical"
+    assert alert["dedup_key"] == "reconcile:marketplace:gold.order_status"
+    assert alert["runbook"].endswith("docs/runbook.md#reconciliation-mismatch")
+    assert "fell back" in alert["summary"]
+
+    capsys.readouterr()
+    assert kappa(stream_settings, monkeypatch, "serving", "history", "--table", "gold.order_status") == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[1:4] for line in lines if "->" in line] == [["lambda", "->", "kappa"],
+                                                                    ["kappa", "->", "lambda"]]
