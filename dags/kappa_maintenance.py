@@ -11,11 +11,9 @@ replay needs the whole log). A failed check pages on-call: `docs/runbook.md#main
 
 from __future__ import annotations
 
-import datetime as dt
-
 from airflow.sdk import dag, task
 
-from spark_apps.orchestration import dag_defaults
+from spark_apps.orchestration import dag_arguments
 from spark_apps.settings import Settings
 
 SETTINGS = Settings.from_env()
@@ -24,12 +22,9 @@ SETTINGS = Settings.from_env()
 @dag(
     dag_id="kappa_maintenance",
     schedule=SETTINGS.maintenance_schedule,
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=dag_defaults(SETTINGS),
     tags=["kappa", "maintenance", "delta"],
     doc_md=__doc__,
+    **dag_arguments(SETTINGS),
 )
 def kappa_maintenance():
     @task

@@ -17,11 +17,9 @@ run id and not recomputed, and its serving decision is not taken twice.
 
 from __future__ import annotations
 
-import datetime as dt
-
 from airflow.sdk import Asset, AssetAlias, dag, task
 
-from spark_apps.orchestration import dag_defaults
+from spark_apps.orchestration import dag_arguments
 from spark_apps.settings import Settings
 
 SETTINGS = Settings.from_env()
@@ -36,12 +34,9 @@ def serving_asset(pipeline: str, view: str) -> Asset:
 @dag(
     dag_id="kappa_reconcile",
     schedule=SETTINGS.reconcile_schedule,
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=dag_defaults(SETTINGS),
     tags=["kappa", "reconciliation", "serving"],
     doc_md=__doc__,
+    **dag_arguments(SETTINGS),
 )
 def kappa_reconcile():
     @task

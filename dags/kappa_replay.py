@@ -16,11 +16,9 @@ Needs the whole log: the maintenance DAG's log-retention check says whether it i
 
 from __future__ import annotations
 
-import datetime as dt
-
 from airflow.sdk import Param, dag, task
 
-from spark_apps.orchestration import dag_defaults
+from spark_apps.orchestration import dag_arguments
 from spark_apps.settings import Settings
 
 SETTINGS = Settings.from_env()
@@ -29,12 +27,9 @@ SETTINGS = Settings.from_env()
 @dag(
     dag_id="kappa_replay",
     schedule=None,
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=dag_defaults(SETTINGS),
     tags=["kappa", "replay", "manual"],
     doc_md=__doc__,
+    **dag_arguments(SETTINGS),
     params={
         "pipeline": Param(SETTINGS.pipeline, type="string", description="pipeline to rebuild"),
         "confirm": Param(False, type="boolean", description="rebuilding deletes the stream tables; confirm"),

@@ -17,7 +17,7 @@ import datetime as dt
 
 from airflow.sdk import dag, task
 
-from spark_apps.orchestration import dag_defaults
+from spark_apps.orchestration import dag_arguments
 from spark_apps.settings import Settings
 
 SETTINGS = Settings.from_env()
@@ -26,12 +26,9 @@ SETTINGS = Settings.from_env()
 @dag(
     dag_id="kappa_stream_supervisor",
     schedule=dt.timedelta(minutes=SETTINGS.supervise_every_min),
-    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=dag_defaults(SETTINGS),
     tags=["kappa", "stream", "supervision"],
     doc_md=__doc__,
+    **dag_arguments(SETTINGS),
 )
 def kappa_stream_supervisor():
     @task(retries=0, on_failure_callback=[])

@@ -73,12 +73,14 @@ def _run(command: list[str]) -> tuple[int, list[str]]:
     return child.returncode, list(tail)
 
 
-def dag_defaults(settings) -> dict:
-    """Retries and the on-call alert shared by every task of every DAG (from settings, not per file)."""
+def dag_arguments(settings) -> dict:
+    """What every DAG of the platform shares: no backfill, one run at a time, retries from settings, and a
+    page to on-call when a task finally fails."""
     import datetime as dt
 
     from spark_apps.airflow_alerts import KappaAlertNotifier
 
-    return {"owner": "kappa-platform", "retries": settings.task_retries,
-            "retry_delay": dt.timedelta(seconds=settings.task_retry_delay_s),
-            "on_failure_callback": [KappaAlertNotifier()]}
+    return {"start_date": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "catchup": False, "max_active_runs": 1,
+            "default_args": {"owner": "kappa-platform", "retries": settings.task_retries,
+                             "retry_delay": dt.timedelta(seconds=settings.task_retry_delay_s),
+                             "on_failure_callback": [KappaAlertNotifier()]}}
