@@ -51,6 +51,15 @@ class BrokerPaths:
         return self.data_dir / "meta.properties"
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id, as Kafka's own ``Uuid.randomUuid`` makes them: base64url of 16 random bytes,
+    never starting with "-" (the storage tool's argument parser would read such an id as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def server_properties(settings: Settings, paths: BrokerPaths) -> str:
     """Single-node KRaft settings under which transactions and consumer groups work."""
     host, port, cport = settings.kafka_host, settings.kafka_port, settings.kafka_controller_port
@@ -152,7 +161,7 @@ class EmbeddedBroker:
         ]
 
     def _format(self, java: str, classpath: str) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         result = subprocess.run(
             [java, *self._jvm_options(), "-cp", classpath, "kafka.tools.StorageTool", "format",
              "--standalone", "-t", cluster_id, "-c", str(self.paths.config_file)],
