@@ -119,15 +119,16 @@ def advance(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> list[
 
     Evaluating a run that was already evaluated returns the recorded decisions and changes nothing.
     """
-    recorded = [d for d in _decisions(spark, settings, pipeline.name) if d.run_id == run_id]
+    so_far = _decisions(spark, settings, pipeline.name)
+    recorded = [d for d in so_far if d.run_id == run_id]
     if recorded:
         log.info("serving: run %s was already evaluated; nothing changes", run_id)
         return recorded
     histories = _histories(spark, settings, pipeline, run_id)
     if not histories:
         raise PlatformError(f"the ledger has no reconciliation of a gold table of {pipeline.name!r} in run {run_id}")
-    current = current_modes(spark, settings, pipeline.name)
-    decisions = [decide(table, current.get(table, LAMBDA), history, settings)
+    modes = {d.table: d.mode for d in so_far}
+    decisions = [decide(table, modes.get(table, LAMBDA), history, settings)
                  for table, history in sorted(histories.items())]
     _append(spark, settings, pipeline.name, decisions)
     register_views(spark, settings)
