@@ -17,18 +17,13 @@ run id and not recomputed, and its serving decision is not taken twice.
 
 from __future__ import annotations
 
-from airflow.sdk import Asset, AssetAlias, dag, task
+from airflow.sdk import AssetAlias, dag, task
 
-from spark_apps.orchestration import dag_arguments
+from spark_apps.orchestration import dag_arguments, serving_asset
 from spark_apps.settings import Settings
 
 SETTINGS = Settings.from_env()
 RECONCILED = AssetAlias(f"kappa.{SETTINGS.pipeline}.reconciled")
-
-
-def serving_asset(pipeline: str, view: str) -> Asset:
-    """The Asset downstream DAGs (dbt) schedule on: one per served gold table."""
-    return Asset(name=view, uri=f"kappa://{pipeline}/{view}", group="kappa-serving")
 
 
 @dag(

@@ -251,6 +251,33 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _dbt(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.dbt_runner import COMMANDS, DbtRefused, docs_index, run_dbt
+    from spark_apps.pipeline import load_pipeline
+    from spark_apps.spark_session import get_spark
+
+    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    spark = get_spark(settings, app_name=f"kappa-dbt-{pipeline.name}")
+    dbt_args = [*COMMANDS[args.action], *(["--select", args.select] if args.select else [])]
+    try:
+        outcome = run_dbt(spark, settings, pipeline, dbt_args)
+    except DbtRefused as refused:
+        _write_json(args.json, {"command": " ".join(dbt_args), "success": False, "refused": str(refused)})
+        raise
+    for view, source in outcome.served.items():
+        print(f"{view} read from {source}")
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts().items()))
+    print(f"dbt {outcome.command}: {'ok' if outcome.success else 'FAILED'} ({counts or 'nothing ran'})")
+    if args.action == "docs" and outcome.success:
+        print(f"dbt docs: {docs_index(settings)}")
+    _write_json(args.json, outcome.as_json())
+    if not outcome.success:
+        print(f"kappa dbt: {len(outcome.failed)} failed; on-call has been alerted; log {settings.dbt_log_dir}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
 def _airflow(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps import airflow_standalone as airflow
 
@@ -288,6 +315,8 @@ def _schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from spark_apps.dbt_runner import COMMANDS
+
     parser = _Parser(prog="kappa", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -367,6 +396,15 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--no-optimize", dest="optimize", action="store_false", help="skip OPTIMIZE")
     maintain.add_argument("--no-vacuum", dest="vacuum", action="store_false", help="skip VACUUM")
     maintain.set_defaults(handler=_maintain)
+
+    dbt = commands.add_parser(
+        "dbt", help="run dbt over the reconciled serving views (refuses unreconciled ones; alerts on failures)")
+    dbt.add_argument("action", choices=tuple(COMMANDS),
+                     help="build = models + tests + unit tests; freshness = source freshness; docs = static docs site")
+    dbt.add_argument("--select", help="dbt node selection, e.g. merchant_daily_revenue+")
+    dbt.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    dbt.add_argument("--json", help="also write the outcome as JSON to this file")
+    dbt.set_defaults(handler=_dbt)
 
     airflow = commands.add_parser("airflow", help="start, stop or check this machine's Airflow (loopback only)")
     airflow.add_argument("action", choices=("start", "stop", "status"))

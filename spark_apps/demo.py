@@ -34,10 +34,12 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.auditor import audit, summary_lines
     from spark_apps.broker import EmbeddedBroker
     from spark_apps.catalog import table_path
+    from spark_apps.dbt_runner import COMMANDS, docs_index, run_dbt
     from spark_apps.lineage import position_at
     from spark_apps.marketplace.generator import GeneratorConfig
     from spark_apps.pipeline import load_pipeline
     from spark_apps.producer import produce
+    from spark_apps.report import write_report
     from spark_apps.spark_session import get_spark
     from spark_apps.streaming import StreamJob
     from spark_apps.topics import ensure_topic, partition_offsets
@@ -92,5 +94,19 @@ def run_demo(settings: Settings) -> int:
           f"{settings.serving_exact_runs} exact audits over {settings.serving_min_span_s}s)")
     for decision in serving.advance(spark, settings, pipeline, run.run_id):
         print(f"{decision.view}: {decision.mode} -> {decision.source_table}; {decision.reason}")
+
+    _step("dbt build: staging views, Delta marts, their data tests and unit tests over the serving views")
+    built = run_dbt(spark, settings, pipeline, COMMANDS["build"])
+    print(f"dbt build: {'ok' if built.success else 'FAILED'} "
+          f"({', '.join(f'{n} {status}' for status, n in sorted(built.counts().items()))})")
+    for view, source in built.served.items():
+        print(f"{view} read from {source}")
+    if built.success:
+        spark.table("marts.merchant_daily_revenue").orderBy("net_cents", ascending=False).show(5, truncate=False)
+    documented = run_dbt(spark, settings, pipeline, COMMANDS["docs"])
+    report = write_report(settings, run)
+    print(f"\nreconciliation report: {report}")
+    if documented.success:
+        print(f"dbt docs (linked from the report): {docs_index(settings)}")
     print(f"\nThe broker keeps running (make down stops it). Warehouse: {settings.warehouse_dir}")
-    return 0 if run.success else 1
+    return 0 if run.success and built.success else 1

@@ -84,3 +84,21 @@ def run_summary(rows: list) -> dict:
                     "stream_version": r["stream_version"], "snapshot_table": r["snapshot_table"],
                     "snapshot_version": r["snapshot_version"], "detail": r["detail"]} for r in rows],
     }
+
+
+def latest_runs(spark, settings: Settings, pipeline: str) -> dict[str, tuple[str, bool]]:
+    """Per table, the newest run that reconciled it and whether that whole run succeeded (a broken
+    count contract or a differing upstream table fails every table of the run, as serving counts it)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    path = table_path(settings, LEDGER_TABLE)
+    if not (path / "_delta_log").exists():
+        return {}
+    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+    by_run = Window.partitionBy("run_id")
+    newest_first = Window.partitionBy("table").orderBy(F.col("started_at").desc(), F.col("run_id").desc())
+    latest = (rows.withColumn("run_success", F.min(F.col("success").cast("int")).over(by_run) == 1)
+              .withColumn("rank", F.row_number().over(newest_first)).where("rank = 1")
+              .select("table", "run_id", "run_success").collect())
+    return {r["table"]: (r["run_id"], bool(r["run_success"])) for r in latest}

@@ -73,6 +73,27 @@ def _run(command: list[str]) -> tuple[int, list[str]]:
     return child.returncode, list(tail)
 
 
+def serving_asset(pipeline: str, view: str):
+    """The Asset a reconciliation publishes for one served gold table, and downstream DAGs (dbt) schedule on."""
+    from airflow.sdk import Asset
+
+    return Asset(name=view, uri=f"kappa://{pipeline}/{view}", group="kappa-serving")
+
+
+def dbt_source_views(settings) -> list[str]:
+    """The ``serving.*`` views the dbt project declares as sources: exactly what its DAG waits for."""
+    import yaml
+
+    views = []
+    for path in sorted((settings.dbt_project_dir / "models").rglob("*.yml")):
+        for source in (yaml.safe_load(path.read_text()) or {}).get("sources", []):
+            schema = source.get("schema", source["name"])
+            views += [f"{schema}.{table['name']}" for table in source.get("tables", []) if schema == "serving"]
+    if not views:
+        raise PlatformError(f"the dbt project {settings.dbt_project_dir} declares no source in schema serving")
+    return views
+
+
 def dag_arguments(settings) -> dict:
     """What every DAG of the platform shares: no backfill, one run at a time, retries from settings, and a
     page to on-call when a task finally fails."""

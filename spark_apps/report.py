@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark_apps.dbt_runner import docs_index
 from spark_apps.reconcile import KINDS, WINDOW_COLUMN
 from spark_apps.settings import Settings
 
@@ -66,7 +67,7 @@ def _samples(verdict: TableVerdict) -> str:
     return "".join(parts)
 
 
-def render(run: AuditRun) -> str:
+def render(run: AuditRun, dbt_docs: Path | None = None) -> str:
     p = run.position
     spans = ", ".join(f"p{k}=[{p.start_offsets.get(k, 0)},{o})" for k, o in sorted(p.end_offsets.items()))
     timing = ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items())
@@ -93,7 +94,8 @@ def render(run: AuditRun) -> str:
 <p>Run {_e(run.run_id)} at {_e(f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC")}; stream batch {p.batch_id} of
 {_e(p.app_id)}; topic {_e(p.topic)} {_e(spans)}; {run.snapshot.records:,} records recomputed;
 code {_e(run.snapshot.code_version)}.</p>
-<p>Time: {_e(timing)}. {_link(run.docs_url, "Great Expectations Data Docs")}</p>
+<p>Time: {_e(timing)}. {_link(run.docs_url, "Great Expectations Data Docs")}
+{_link(dbt_docs.as_uri() if dbt_docs else "", "dbt docs of the marts over the serving views")}</p>
 <table><tr><th class="l">table</th><th>stream version</th><th>snapshot version</th><th>stream rows</th>
 <th>batch rows</th><th>matched</th>{"".join(f"<th>{k}</th>" for k in KINDS)}<th>buckets differing</th>
 <th class="l">verdict</th></tr>{rows}</table>
@@ -104,10 +106,11 @@ code {_e(run.snapshot.code_version)}.</p>
 
 
 def write_report(settings: Settings, run: AuditRun) -> Path:
-    """Write the run's page and refresh ``latest.html`` beside it."""
+    """Write the run's page and refresh ``latest.html`` beside it; link the dbt docs once they exist."""
     folder = settings.reports_dir / "reconciliation"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run.pipeline}-{run.run_id}.html"
-    path.write_text(render(run))
+    dbt_docs = docs_index(settings)
+    path.write_text(render(run, dbt_docs if dbt_docs.exists() else None))
     shutil.copyfile(path, folder / f"{run.pipeline}-latest.html")
     return path

@@ -292,10 +292,20 @@ def register_views(spark, settings: Settings) -> list[Decision]:
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {SERVING_SCHEMA}")
     for d in decisions:
         pinned = f" VERSION AS OF {d.source_version}" if d.source_version is not None else ""
+        properties = {"kappa.serving.mode": d.mode, "kappa.serving.source": served_from(d),
+                      "kappa.serving.run_id": d.run_id}
+        listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
         spark.sql(f"CREATE OR REPLACE VIEW {d.view} "
                   f"COMMENT '{d.mode}: {d.source_table}{pinned.lower()} (decided by run {d.run_id})' "
+                  f"TBLPROPERTIES ({listed}) "
                   f"AS SELECT * FROM delta.`{table_path(settings, d.source_table)}`{pinned}")
     return decisions
+
+
+def served_from(decision: Decision) -> str:
+    """What a serving view reads, as models downstream report it: ``batch.x@v7`` (pinned) or ``gold.x``."""
+    pinned = f"@v{decision.source_version}" if decision.source_version is not None else ""
+    return f"{decision.source_table}{pinned}"
 
 
 def audit_due(modes: dict[str, str], gold_tables: list[str], last_run_at: dt.datetime | None,

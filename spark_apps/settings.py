@@ -41,7 +41,10 @@ class Settings:
     run_dir: Path = _under_home("run")
     alerts_outbox: Path = _under_home("alerts/outbox.jsonl")
     airflow_home: Path = _under_home("airflow")
+    dbt_target_dir: Path = _under_home("dbt/target")
+    dbt_log_dir: Path = _under_home("dbt/logs")
     expectations_dir: Path = PROJECT_ROOT / "expectations"
+    dbt_project_dir: Path = PROJECT_ROOT / "dbt_project"
 
     kafka_host: str = "127.0.0.1"
     kafka_port: int = 9092

@@ -11,7 +11,7 @@ import pytest
 from spark_apps.airflow_env import airflow_environment
 from spark_apps.settings import PROJECT_ROOT, Settings
 
-DAGS = {"kappa_reconcile", "kappa_stream_supervisor", "kappa_maintenance", "kappa_replay"}
+DAGS = {"kappa_reconcile", "kappa_stream_supervisor", "kappa_maintenance", "kappa_replay", "kappa_dbt"}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def test_every_dag_has_tags_docs_and_an_acyclic_graph(parsed):
 
 
 def test_tasks_retry_and_page_on_call_unless_they_alert_themselves(parsed):
-    self_alerting = {("kappa_reconcile", "verdict"), ("kappa_stream_supervisor", "supervise")}
+    self_alerting = {("kappa_reconcile", "verdict"), ("kappa_stream_supervisor", "supervise"), ("kappa_dbt", "verdict")}
     for dag_id, dag in parsed["dags"].items():
         for task_id, task in dag["tasks"].items():
             if (dag_id, task_id) in self_alerting:
@@ -54,6 +54,13 @@ def test_tasks_retry_and_page_on_call_unless_they_alert_themselves(parsed):
             assert task["failure_callbacks"] == 1, (dag_id, task_id)
             if dag_id != "kappa_replay" or task_id in {"stop_stream", "reconcile", "restart_stream"}:
                 assert task["retries"] == 4, (dag_id, task_id)
+
+
+def test_the_dbt_dag_runs_when_reconciliation_publishes_every_table_it_reads(parsed):
+    dbt = parsed["dags"]["kappa_dbt"]
+    for view in ("serving.merchant_revenue", "serving.order_status", "serving.customer_sessions"):
+        assert f"kappa://marketplace/{view}" in dbt["schedule"]
+    assert dbt["topological"] == ["freshness", "build", "docs", "verdict"]
 
 
 def test_schedules_come_from_settings(parsed):

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from spark_apps.auditor import AuditRun, audit
+from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.streaming import StreamFailed
 from spark_apps.topics import admin_client
 from tests.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
@@ -25,3 +27,11 @@ def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> Iterato
     yield StreamRun(job, manifest, values, failures)
     with admin_client(settings) as admin:
         admin.delete_topics([stream_settings.events_topic])
+
+
+@pytest.fixture(scope="session")
+def audited(spark, restarted_stream) -> AuditRun:
+    """The restarted stream audited while the producer has already written past its last batch."""
+    stream_settings = restarted_stream.job.settings
+    produce_hard_cases(stream_settings, total=120, seed=77)
+    return audit(spark, stream_settings, PIPELINE)

@@ -164,3 +164,18 @@ def test_k_exact_runs_serve_the_stream_and_one_corrupted_run_falls_back_and_aler
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[1:4] for line in lines if "->" in line] == [["lambda", "->", "kappa"],
                                                                     ["kappa", "->", "lambda"]]
+
+def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconciliation(spark, served):
+    """After the corrupted run above, every gold table serves its batch snapshot: dbt builds on that and says so."""
+    stream_settings, env = served
+    decisions = serving.current(spark, stream_settings, PIPELINE.name)
+    assert {d.mode for d in decisions.values()} == {serving.LAMBDA}, "the previous test left serving on the batch"
+    run = dag_test(env, "kappa_dbt", dt.datetime.now(dt.UTC).replace(microsecond=0))
+    assert run["state"] == "success", run
+    assert run["tasks"] == {"freshness": "success", "build": "success", "docs": "success", "verdict": "success"}
+    funnel = read(spark, stream_settings, "marts.order_funnel")
+    assert {r.served_from for r in funnel.select("served_from").distinct().collect()} == {
+        serving.served_from(decisions["gold.order_status"])}
+    assert funnel.count() > 0
+    assert (stream_settings.dbt_target_dir / "static_index.html").exists()
+

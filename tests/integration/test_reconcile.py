@@ -18,17 +18,8 @@ from spark_apps.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.reconcile import EXTRA, KINDS, MISMATCH, MISSING
 from spark_apps.topics import partition_offsets
-from tests.streams import produce_hard_cases
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def audited(spark, restarted_stream):
-    """The restarted stream audited while the producer has already written past its last batch."""
-    stream_settings = restarted_stream.job.settings
-    produce_hard_cases(stream_settings, total=120, seed=77)
-    return audit(spark, stream_settings, PIPELINE)
 
 
 def ledger_rows(spark, settings, run_id: str) -> dict:

@@ -1,0 +1,42 @@
+"""When dbt may read the serving views: only views backed by a reconciliation that did not fail under them."""
+
+from __future__ import annotations
+
+from spark_apps.dbt_runner import refusals
+from spark_apps.orchestration import dbt_source_views
+from spark_apps.settings import Settings
+
+VIEWS = {"gold.merchant_revenue": "serving.merchant_revenue", "gold.order_status": "serving.order_status"}
+
+
+def test_views_on_batch_snapshots_of_passing_runs_are_allowed():
+    served = {"gold.merchant_revenue": ("lambda", "batch.merchant_revenue"),
+              "gold.order_status": ("kappa", "gold.order_status")}
+    latest = {"gold.merchant_revenue": ("r2", True), "gold.order_status": ("r2", True)}
+    assert refusals(VIEWS, served, latest) == []
+
+
+def test_a_view_on_the_batch_snapshot_after_a_failed_run_is_allowed():
+    served = {t: ("lambda", t.replace("gold.", "batch.")) for t in VIEWS}
+    latest = {t: ("r3", False) for t in VIEWS}
+    assert refusals(VIEWS, served, latest) == []
+
+
+def test_a_view_still_reading_the_stream_after_its_latest_run_failed_is_refused():
+    served = {"gold.merchant_revenue": ("lambda", "batch.merchant_revenue"),
+              "gold.order_status": ("kappa", "gold.order_status")}
+    latest = {"gold.merchant_revenue": ("r3", False), "gold.order_status": ("r3", False)}
+    assert refusals(VIEWS, served, latest) == [
+        "serving.order_status still reads the stream table gold.order_status, but its latest reconciliation r3 "
+        "failed; run `kappa serving advance --run-id r3` to switch it to the batch snapshot"]
+
+
+def test_a_never_reconciled_table_is_refused():
+    served = {"gold.order_status": ("lambda", "batch.order_status")}
+    assert refusals(VIEWS, served, {"gold.order_status": ("r1", True)}) == [
+        "serving.merchant_revenue: no reconciliation has decided what it serves yet; run `kappa reconcile`"]
+
+
+def test_the_dbt_dag_waits_for_exactly_the_serving_views_the_project_declares_as_sources():
+    assert dbt_source_views(Settings()) == ["serving.merchant_revenue", "serving.order_status",
+                                            "serving.customer_sessions"]
