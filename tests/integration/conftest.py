@@ -1,4 +1,4 @@
-"""The stream run shared by the Kappa-layer and reconciliation tests: it crashes at every stage first."""
+"""Fixtures shared by the integration tests: the crashed-and-restarted stream run, its audit, a webhook."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.streaming import StreamFailed
 from spark_apps.topics import admin_client
 from tests.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
+from tests.webhook import WebhookReceiver
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +36,10 @@ def audited(spark, restarted_stream) -> AuditRun:
     stream_settings = restarted_stream.job.settings
     produce_hard_cases(stream_settings, total=120, seed=77)
     return audit(spark, stream_settings, PIPELINE)
+
+
+@pytest.fixture(scope="module")
+def webhook():
+    """A local HTTP receiver standing in for on-call's webhook, one per test module."""
+    with WebhookReceiver() as receiver:
+        yield receiver

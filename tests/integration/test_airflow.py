@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -20,17 +23,10 @@ from spark_apps.ledger import LEDGER_TABLE
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.settings import PROJECT_ROOT
 from tests.streams import fresh_stream_settings, produce_hard_cases, run_stream
-from tests.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.integration
 GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
 PROBE = PROJECT_ROOT / "tests" / "airflow_probe.py"
-
-
-@pytest.fixture(scope="module")
-def webhook():
-    with WebhookReceiver() as receiver:
-        yield receiver
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +85,34 @@ def kappa(settings, monkeypatch, *args: str) -> int:
     return main(list(args))
 
 
+def killed_mid_recompute(env: dict, dag_id: str, logical_date: dt.datetime, snapshot_log) -> None:
+    """Start ``dag.test()`` and SIGKILL its whole process group (the task's child `kappa reconcile` and its JVM)
+    once the batch recompute has committed a first snapshot, before the ledger is written."""
+    run = subprocess.Popen([sys.executable, str(PROBE), "test", str(PROJECT_ROOT / "dags"), dag_id,
+                            logical_date.isoformat()], env=env, cwd=PROJECT_ROOT, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not snapshot_log.exists() and run.poll() is None:
+            time.sleep(0.2)
+        assert run.poll() is None, "the run ended before it could be killed mid-way"
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+
+
 @pytest.fixture(scope="module")
-def first_dag_run(served):
+def first_dag_run(spark, served):
+    """The first reconcile DAG run, killed (kill -9) in the middle of its recompute, then run again."""
     stream_settings, env = served
     logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    killed_mid_recompute(env, "kappa_reconcile", logical,
+                         table_path(stream_settings, "batch.events_raw") / "_delta_log" / f"{0:020d}.json")
+    assert not (table_path(stream_settings, LEDGER_TABLE) / "_delta_log").exists(), "killed before the ledger"
     return logical, dag_test(env, "kappa_reconcile", logical)
 
 
-def test_reconcile_dag_writes_the_ledger_emits_assets_and_advances_serving(spark, served, first_dag_run):
+def test_a_reconcile_run_killed_mid_way_and_rerun_writes_the_ledger_emits_assets_and_advances_serving_once(
+        spark, served, first_dag_run):
     stream_settings, env = served
     logical, run = first_dag_run
     assert run["state"] == "success", run
@@ -107,6 +123,9 @@ def test_reconcile_dag_writes_the_ledger_emits_assets_and_advances_serving(spark
     assert sorted(decisions) == sorted(GOLD)
     assert all(d.mode == serving.LAMBDA and d.run_id == run_id and "1 of 2" in d.reason
                for d in decisions.values())
+    assert state_rows(spark, stream_settings) == len(GOLD), "one serving decision per table, not two"
+    snapshot = spark.sql(f"DESCRIBE HISTORY delta.`{table_path(stream_settings, 'batch.events_raw')}` LIMIT 1").first()
+    assert run_id in snapshot["userMetadata"], "the rerun rewrote the snapshot the killed run left half done"
     events = asset_events(env)
     assert sorted(name for name, _ in events) == sorted(serving.serving_view(t) for t in GOLD)
     assert all(extra["run_id"] == run_id and extra["mode"] == "lambda" and extra["source_table"].startswith("batch.")
@@ -164,6 +183,7 @@ def test_k_exact_runs_serve_the_stream_and_one_corrupted_run_falls_back_and_aler
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[1:4] for line in lines if "->" in line] == [["lambda", "->", "kappa"],
                                                                     ["kappa", "->", "lambda"]]
+
 
 def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconciliation(spark, served):
     """After the corrupted run above, every gold table serves its batch snapshot: dbt builds on that and says so."""

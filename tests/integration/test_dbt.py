@@ -8,16 +8,9 @@ from spark_apps import serving
 from spark_apps.catalog import table_path
 from spark_apps.dbt_runner import COMMANDS, DbtRefused, run_dbt
 from spark_apps.marketplace.pipeline import PIPELINE
-from tests.webhook import WebhookReceiver
 
 pytestmark = pytest.mark.integration
 NET_RULE = "expression_is_true_stg_merchant_revenue_net_cents_gross_cents_refunds_cents"
-
-
-@pytest.fixture(scope="module")
-def webhook():
-    with WebhookReceiver() as receiver:
-        yield receiver
 
 
 @pytest.fixture(scope="module")
