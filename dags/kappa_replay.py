@@ -1,17 +1,21 @@
 """
-### Kappa replay (manual)
+### Kappa replay, blue/green (manual)
 
-Rebuilds the stream tables of a pipeline from offset 0 of the log, the Kappa way of deploying a
-logic change or repairing a table. Trigger it with `confirm` set to true:
+How a logic change is deployed the Kappa way: rebuild every stream table from offset 0 of the log
+into a new generation (`gold.<table>__g<n>`, its own checkpoint) while the current generation keeps
+streaming and serving, prove it, then swap. Trigger it with `confirm` set to true and `pipeline` set
+to the code to deploy (an entry point name or `module:attribute`):
 
-1. every gold table falls back to its batch snapshot (readers keep a consistent copy, and the
-   stream must earn `kappa` again from reconciliations after this point);
-2. the supervised stream stops; `kappa stream --reset --yes` deletes the checkpoint and the stream
-   tables and reprocesses the whole log until caught up;
-3. a reconciliation proves the rebuilt tables and feeds the serving state machine;
-4. the supervised stream starts again.
+1. `build_generation`: `kappa replay build` streams the new generation until caught up with the log;
+2. `reconcile_generation`: `kappa replay reconcile` recomputes the batch with the same new code and
+   compares every table exactly (a failure alerts, runbook `replay-failed`);
+3. `gate`: ends the run failed if the reconciliation was not exact; serving is then untouched;
+4. `swap`: `kappa replay swap` makes the new generation active and moves every serving view to it in
+   one commit (each table keeps its mode: the stream table for `kappa`, the batch snapshot for `lambda`);
+5. `restart_stream`: a supervised stream running the old generation is restarted on the new one.
 
-Needs the whole log: the maintenance DAG's log-retention check says whether it is still there.
+The old generation's tables and checkpoint are kept: `kappa replay rollback --reason ...` serves them
+again. Needs the whole log: the maintenance DAG's log-retention check says whether it is still there.
 """
 
 from __future__ import annotations
@@ -31,57 +35,69 @@ SETTINGS = Settings.from_env()
     doc_md=__doc__,
     **dag_arguments(SETTINGS),
     params={
-        "pipeline": Param(SETTINGS.pipeline, type="string", description="pipeline to rebuild"),
-        "confirm": Param(False, type="boolean", description="rebuilding deletes the stream tables; confirm"),
-        "reason": Param("kappa replay", type="string", description="recorded with the serving fallback"),
+        "pipeline": Param(SETTINGS.pipeline, type="string", description="the pipeline code to deploy"),
+        "confirm": Param(False, type="boolean", description="a replay streams the whole log again; confirm"),
+        "reason": Param("kappa replay", type="string", description="recorded with the generation and the swap"),
     },
 )
 def kappa_replay():
     @task(retries=0)
-    def fall_back(*, params) -> dict:
-        """Refuse without confirmation; then serve every gold table from its batch snapshot."""
+    def confirm(*, params) -> str:
         from airflow.sdk.exceptions import AirflowFailException
 
+        if not params["confirm"]:
+            raise AirflowFailException("a replay rebuilds every stream table from the whole log; trigger with "
+                                       "confirm=true")
+        return params["pipeline"]
+
+    @task
+    def build_generation(pipeline: str, *, params) -> dict:
+        """Stream a new generation from offset 0 (a retry resumes the interrupted build from its checkpoint)."""
         from spark_apps.orchestration import run_kappa
 
-        if not params["confirm"]:
-            raise AirflowFailException("the replay deletes and rebuilds the stream tables; trigger with confirm=true")
-        return run_kappa("serving", "fallback", "--pipeline", params["pipeline"], "--reason", params["reason"])
+        return run_kappa("replay", "build", "--pipeline", pipeline, "--reason", params["reason"])
 
     @task
-    def stop_stream(*, params) -> bool:
-        from spark_apps.settings import Settings
-        from spark_apps.supervisor import stop_stream as stop
-
-        return stop(Settings.from_env(pipeline=params["pipeline"]), timeout_s=120)
-
-    @task(retries=0)
-    def rebuild(*, params) -> None:
-        """Delete the checkpoint and stream tables, then reprocess the whole log (a child process)."""
-        from spark_apps.orchestration import run_kappa_plain
-
-        run_kappa_plain("stream", "--pipeline", params["pipeline"], "--reset", "--yes")
-
-    @task
-    def reconcile(*, params, dag_run) -> dict:
-        """Prove the rebuilt tables; the verdict feeds the serving state machine."""
+    def reconcile_generation(built: dict, *, params, dag_run) -> dict:
+        """Prove the new generation; a rerun finds its reconciliation in the ledger by run id."""
         from spark_apps.orchestration import audit_run_id, run_kappa
 
-        return run_kappa("reconcile", "--pipeline", params["pipeline"], "--run-id",
-                         audit_run_id("kappa_replay", dag_run), expect_failure_exit=True)
+        return run_kappa("replay", "reconcile", "--pipeline", params["pipeline"], "--generation", built["generation"],
+                         "--run-id", audit_run_id("kappa_replay", dag_run), expect_failure_exit=True)
+
+    @task(retries=0, on_failure_callback=[])
+    def gate(outcome: dict) -> str:
+        """Fail the run when the new generation differs from the batch (the reconcile step already alerted)."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        if not outcome["success"]:
+            failed = [t["table"] for t in outcome["tables"] if not t["success"]]
+            raise AirflowFailException(f"generation {outcome['generation']} is not served: reconciliation "
+                                       f"{outcome['run_id']} failed for {', '.join(failed)}; serving is unchanged; "
+                                       f"report {outcome['report']}")
+        return outcome["generation"]
 
     @task
-    def restart_stream(outcome: dict, *, params) -> str:
+    def swap(generation: str, *, params) -> dict:
+        from spark_apps.orchestration import run_kappa
+
+        return run_kappa("replay", "swap", "--pipeline", params["pipeline"], "--generation", generation,
+                         "--reason", params["reason"])
+
+    @task
+    def restart_stream(swapped: dict) -> str:
+        """The supervised stream (`KAPPA_PIPELINE`) keeps the active generation: one still running the old restarts."""
         from spark_apps.settings import Settings
-        from spark_apps.supervisor import supervise
+        from spark_apps.supervisor import start_stream, stop_stream
 
-        health = supervise(Settings.from_env(pipeline=params["pipeline"]), start=True)
-        verdict = "exact" if outcome["success"] else "NOT exact (serving stays on the batch snapshot)"
-        return f"replay reconciled {verdict}; stream {health.status}"
+        settings = Settings.from_env()
+        restarted = stop_stream(settings, timeout_s=120)
+        if restarted:
+            start_stream(settings)
+        verdict = "restarted on it" if restarted else "not running under the supervisor; it starts on it when due"
+        return f"generation {swapped['active']} serves; the stream {verdict}"
 
-    outcome = reconcile()
-    fall_back() >> stop_stream() >> rebuild() >> outcome
-    restart_stream(outcome)
+    restart_stream(swap(gate(reconcile_generation(build_generation(confirm())))))
 
 
 kappa_replay()

@@ -79,6 +79,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _stream(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.generations import resolve
     from spark_apps.pipeline import load_pipeline
     from spark_apps.spark_session import get_spark
     from spark_apps.streaming import StreamJob
@@ -87,14 +88,16 @@ def _stream(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset and not args.yes:
         raise PlatformError("--reset deletes every stream table and the checkpoint; add --yes to confirm")
     spark = get_spark(settings, app_name=f"kappa-stream-{pipeline.name}")
-    job = StreamJob(spark, settings, pipeline)
+    pipeline, generation = resolve(spark, settings, args.pipeline or settings.pipeline)
+    job = StreamJob(spark, settings, pipeline, generation)
     if args.reset:
         job.reset()
         print(f"deleted the checkpoint {job.checkpoint} and the stream tables of {pipeline.name}")
     heartbeat = settings.run_dir / f"{pipeline.name}.heartbeat.json"
     stats = job.run(until_caught_up=not args.continuous, heartbeat=heartbeat)
     records = sum(s.records for s in stats)
-    print(f"stream {pipeline.name}: {len(stats)} micro-batches, {records:,} records; heartbeat {heartbeat}")
+    replayed = f" generation {generation}" if generation else ""
+    print(f"stream {pipeline.name}{replayed}: {len(stats)} micro-batches, {records:,} records; heartbeat {heartbeat}")
     return 0
 
 
@@ -124,6 +127,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps import ledger, serving
     from spark_apps.auditor import audit, summary_lines
+    from spark_apps.generations import resolve
     from spark_apps.pipeline import load_pipeline
     from spark_apps.spark_session import get_spark
 
@@ -133,10 +137,11 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
         raise PlatformError("--as-of and --table both choose the stream batch to audit; give one")
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     spark = get_spark(settings, app_name=f"kappa-reconcile-{pipeline.name}")
+    pipeline, generation = resolve(spark, settings, args.pipeline or settings.pipeline)
     if args.if_due:
         gold = [pipeline.tables().gold(g.name) for g in pipeline.gold_tables]
         due, why = serving.audit_due(serving.current_modes(spark, settings, pipeline.name), gold,
-                                     serving.last_audit_at(spark, settings, pipeline.name), _now(), settings)
+                                     serving.last_audit_at(spark, settings, pipeline, generation), _now(), settings)
         if not due:
             print(f"reconcile skipped: {why}")
             _write_json(args.json, {"skipped": True, "reason": why})
@@ -147,7 +152,7 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
         print(f"reconciliation {args.run_id} is already in the ledger; nothing recomputed")
     else:
         only = [name.strip() for name in args.only.split(",")] if args.only else None
-        run = audit(spark, settings, pipeline, table=args.table, version=args.version, only=only,
+        run = audit(spark, settings, pipeline, generation, table=args.table, version=args.version, only=only,
                     run_id=args.run_id, as_of=args.as_of)
         print("\n".join(summary_lines(run)))
         recorded = ledger.run_rows(spark, settings, run.run_id)
@@ -195,6 +200,60 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     print("\n".join(_serving_line(d, with_run=args.action == "history") for d in decisions))
     _write_json(args.json, {"decisions": [_decision_json(d) for d in decisions]})
+    return 0
+
+
+def _replay(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps import generations, replay
+    from spark_apps.pipeline import load_pipeline
+    from spark_apps.spark_session import get_spark
+
+    spec = args.pipeline or settings.pipeline
+    pipeline = load_pipeline(spec)
+    if args.generation:
+        generations.check_name(args.generation)
+    if args.swap and args.action != "start":
+        raise PlatformError("--swap goes with start (build, reconcile, then swap if exact)")
+    if args.run_id and args.action not in ("start", "reconcile"):
+        raise PlatformError("--run-id names the reconciliation of start or reconcile")
+    if args.action == "rollback" and not args.reason:
+        raise PlatformError("rollback needs --reason (recorded with the serving decisions)")
+    spark = get_spark(settings, app_name=f"kappa-replay-{pipeline.name}")
+    result: dict = {"pipeline": pipeline.name}
+    generation = args.generation
+    if args.action in ("start", "build"):
+        built = replay.build(spark, settings, pipeline, spec, generation, args.reason or "")
+        generation = built.generation
+        print(f"replay {pipeline.name}: generation {generation} streamed from offset 0 until caught up: "
+              f"{built.batches} micro-batches, {built.records:,} records; checkpoint {built.checkpoint}")
+        result.update(generation=generation, batches=built.batches, records=built.records)
+    if args.action in ("start", "reconcile"):
+        outcome = replay.reconcile(spark, settings, pipeline, generation, args.run_id)
+        generation = outcome["generation"]
+        result.update(outcome)
+        print(f"replay {pipeline.name}: generation {generation} {outcome['status']} by run {outcome['run_id']}; "
+              f"report {outcome['report']}")
+        if not outcome["success"]:
+            _write_json(args.json, result)
+            print(f"kappa replay: generation {generation} differs from the batch; serving is unchanged; see "
+                  f"{outcome['report']}", file=sys.stderr)
+            return EXIT_FAILED
+    if args.action == "swap" or args.swap:
+        decisions = replay.swap(spark, settings, pipeline, generation, args.reason or "")
+        result.update(swapped=True, decisions=[_decision_json(d) for d in decisions])
+        print("\n".join(_serving_line(d) for d in decisions))
+    if args.action == "rollback":
+        decisions = replay.rollback(spark, settings, pipeline, args.reason)
+        result.update(rolled_back=True, decisions=[_decision_json(d) for d in decisions])
+        print("\n".join(_serving_line(d) for d in decisions))
+    events = generations.read(spark, settings, pipeline.name)
+    result.update(active=generations.active_generation(events),
+                  generations=[{"generation": e.generation, "status": e.status, "run_id": e.run_id,
+                                "pipeline_spec": e.pipeline_spec, "previous_generation": e.previous_generation}
+                               for e in generations.latest(events).values()])
+    if args.action == "status":
+        print("\n".join(replay.status_lines(events)))
+    _write_json(args.json, result)
     return 0
 
 
@@ -385,6 +444,20 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
     serve.add_argument("--json", help="also write the decisions as JSON to this file")
     serve.set_defaults(handler=_serving)
+
+    replay_cmd = commands.add_parser(
+        "replay", help="blue/green Kappa replay: build a new generation from offset 0, reconcile, swap, roll back")
+    replay_cmd.add_argument("action", choices=("start", "build", "reconcile", "swap", "rollback", "status"),
+                            help="start = build + reconcile (+ swap with --swap); build = stream the new generation "
+                                 "until caught up; swap only after an exact reconciliation")
+    replay_cmd.add_argument("--pipeline", help="pipeline name or module:attribute; start/build: the code to deploy "
+                                               "(default: settings pipeline)")
+    replay_cmd.add_argument("--generation", help="generation name, e.g. g2 (default: the next, or the pending one)")
+    replay_cmd.add_argument("--reason", help="why (recorded); required by rollback")
+    replay_cmd.add_argument("--run-id", type=_run_id, help="name the reconciliation; one in the ledger is reused")
+    replay_cmd.add_argument("--swap", action="store_true", help="start: swap serving when the reconciliation is exact")
+    replay_cmd.add_argument("--json", help="also write the outcome as JSON to this file")
+    replay_cmd.set_defaults(handler=_replay)
 
     alerts = commands.add_parser("alerts", help="list recent alerts, newest first (records pending ones first)")
     alerts.add_argument("--limit", type=_positive_int, default=20, help="alerts to show (default 20)")

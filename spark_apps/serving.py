@@ -14,6 +14,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
+from spark_apps import generations
 from spark_apps.alerts import Alert, raise_alert, runbook
 from spark_apps.catalog import ensure_table, table_path
 from spark_apps.errors import PlatformError
@@ -127,17 +128,34 @@ def advance(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> list[
     histories = _histories(spark, settings, pipeline, run_id)
     if not histories:
         raise PlatformError(f"the ledger has no reconciliation of a gold table of {pipeline.name!r} in run {run_id}")
+    _refuse_inactive_generation(spark, settings, pipeline, run_id, histories)
     modes = {d.table: d.mode for d in so_far}
     decisions = [decide(table, modes.get(table, LAMBDA), history, settings)
                  for table, history in sorted(histories.items())]
-    _append(spark, settings, pipeline.name, decisions)
-    register_views(spark, settings)
+    record(spark, settings, pipeline.name, decisions)
     for decision in decisions:
         log.info("serving %s: %s (%s)", decision.view, decision.mode.upper(), decision.reason)
         latest = histories[decision.table][-1]
         if not latest.success:
             _alert_failed(spark, settings, pipeline, decision, latest)
     return decisions
+
+
+def _refuse_inactive_generation(spark, settings: Settings, pipeline: Pipeline, run_id: str,
+                                histories: dict[str, list[RunEvidence]]) -> None:
+    """Only a run of the active generation moves serving; a replay's new generation is served by its swap."""
+    active = generations.active(spark, settings, pipeline.name)
+    expected = {pipeline.tables().gold(g.name): pipeline.tables(active).gold(g.name) for g in pipeline.gold_tables}
+    foreign = sorted(h[-1].stream_table for table, h in histories.items() if h[-1].stream_table != expected[table])
+    if foreign:
+        raise PlatformError(f"run {run_id} reconciled {', '.join(foreign)}, not the tables of the active generation "
+                            f"{generations.display(active)}; a replay's generation is served by `kappa replay swap`")
+
+
+def record(spark, settings: Settings, pipeline: str, decisions: list[Decision]) -> None:
+    """Append decisions (every table in one commit) and point the views at them."""
+    _append(spark, settings, pipeline, decisions)
+    register_views(spark, settings)
 
 
 def fall_back(spark, settings: Settings, pipeline: Pipeline, reason: str) -> list[Decision]:
@@ -150,19 +168,21 @@ def fall_back(spark, settings: Settings, pipeline: Pipeline, reason: str) -> lis
     decisions = []
     for table, latest in sorted(current(spark, settings, pipeline.name).items()):
         source, version = ((latest.source_table, latest.source_version) if latest.mode == LAMBDA
-                           else _last_snapshot(spark, settings, pipeline, table))
+                           else _last_snapshot(spark, settings, pipeline, table, latest.source_table))
         decisions.append(Decision(table, LAMBDA, latest.mode, f"operator: {reason}", run_id, (), source, version))
     if decisions:
-        _append(spark, settings, pipeline.name, decisions)
-        register_views(spark, settings)
+        record(spark, settings, pipeline.name, decisions)
     return decisions
 
 
-def _last_snapshot(spark, settings: Settings, pipeline: Pipeline, table: str) -> tuple[str, int]:
+def _last_snapshot(spark, settings: Settings, pipeline: Pipeline, table: str, stream_table: str) -> tuple[str, int]:
+    """The newest snapshot reconciled against the stream table being served: another generation's run may have
+    recomputed the same snapshot table with other code."""
     from pyspark.sql import functions as F
 
     row = (spark.read.format("delta").load(str(table_path(settings, LEDGER_TABLE)))
-           .where((F.col("pipeline") == pipeline.name) & (F.col("table") == table))
+           .where((F.col("pipeline") == pipeline.name) & (F.col("table") == table)
+                  & (F.col("stream_table") == stream_table))
            .orderBy(F.col("started_at").desc()).first())
     return row["snapshot_table"], row["snapshot_version"]
 
@@ -197,7 +217,8 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
     """Per gold table the run reconciled, every reconciliation of it up to that run, oldest first.
 
     A run counts as exact for a table only if the whole run succeeded: a broken count contract or a
-    differing silver table makes the gold tables built on it suspect too.
+    differing silver table makes the gold tables built on it suspect too. Only runs that reconciled the same
+    stream table as ``run_id`` count: another replay generation's runs say nothing about this one.
     """
     from pyspark.sql import functions as F
 
@@ -217,12 +238,13 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
                 .select("run_id", "table", "started_at", "stream_app_id", "stream_batch_id", "success", "run_success",
                         "failures", "stream_table", "snapshot_table", "snapshot_version")
                 .orderBy("started_at", "run_id").collect())
-    reconciled = {r["table"] for r in evidence if r["run_id"] == run_id}
+    reconciled = {r["table"]: r["stream_table"] for r in evidence if r["run_id"] == run_id}
     cutoffs = _operator_cutoffs(spark, settings, pipeline.name)
     histories: dict[str, list[RunEvidence]] = {}
     for r in evidence:
         cutoff = cutoffs.get(r["table"])
-        if r["table"] in reconciled and (cutoff is None or r["started_at"] >= cutoff or r["run_id"] == run_id):
+        if reconciled.get(r["table"]) == r["stream_table"] and (
+                cutoff is None or r["started_at"] >= cutoff or r["run_id"] == run_id):
             histories.setdefault(r["table"], []).append(RunEvidence(
                 run_id=r["run_id"], started_at=r["started_at"], stream_batch=(r["stream_app_id"], r["stream_batch_id"]),
                 success=bool(r["success"]) and bool(r["run_success"]), stream_table=r["stream_table"],
@@ -274,14 +296,17 @@ def history(spark, settings: Settings, table: str | None = None) -> list[Decisio
     return [d for d in _decisions(spark, settings) if table is None or d.table == table]
 
 
-def last_audit_at(spark, settings: Settings, pipeline: str) -> dt.datetime | None:
-    """When the newest reconciliation of the pipeline started, or None before the first."""
+def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> dt.datetime | None:
+    """When the newest reconciliation of the generation's gold tables started, or None before the first (a replay's
+    run audits another generation and does not make this one's audit less due)."""
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
     if not (path / "_delta_log").exists():
         return None
-    return (spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+    gold = [pipeline.tables(generation).gold(g.name) for g in pipeline.gold_tables]
+    return (spark.read.format("delta").load(str(path))
+            .where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold))
             .agg(F.max("started_at")).first()[0])
 
 

@@ -45,14 +45,15 @@ def test_every_dag_has_tags_docs_and_an_acyclic_graph(parsed):
 
 
 def test_tasks_retry_and_page_on_call_unless_they_alert_themselves(parsed):
-    self_alerting = {("kappa_reconcile", "verdict"), ("kappa_stream_supervisor", "supervise"), ("kappa_dbt", "verdict")}
+    self_alerting = {("kappa_reconcile", "verdict"), ("kappa_stream_supervisor", "supervise"), ("kappa_dbt", "verdict"),
+                     ("kappa_replay", "gate")}
     for dag_id, dag in parsed["dags"].items():
         for task_id, task in dag["tasks"].items():
             if (dag_id, task_id) in self_alerting:
                 assert task["failure_callbacks"] == 0, (dag_id, task_id)
                 continue
             assert task["failure_callbacks"] == 1, (dag_id, task_id)
-            if dag_id != "kappa_replay" or task_id in {"stop_stream", "reconcile", "restart_stream"}:
+            if dag_id != "kappa_replay" or task_id != "confirm":
                 assert task["retries"] == 4, (dag_id, task_id)
 
 
@@ -61,6 +62,11 @@ def test_the_dbt_dag_runs_when_reconciliation_publishes_every_table_it_reads(par
     for view in ("serving.merchant_revenue", "serving.order_status", "serving.customer_sessions"):
         assert f"kappa://marketplace/{view}" in dbt["schedule"]
     assert dbt["topological"] == ["freshness", "build", "docs", "verdict"]
+
+
+def test_the_replay_dag_swaps_only_behind_the_reconciliation_gate(parsed):
+    assert parsed["dags"]["kappa_replay"]["topological"] == [
+        "confirm", "build_generation", "reconcile_generation", "gate", "swap", "restart_stream"]
 
 
 def test_schedules_come_from_settings(parsed):

@@ -199,3 +199,32 @@ def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconcili
     assert funnel.count() > 0
     assert (stream_settings.dbt_target_dir / "static_index.html").exists()
 
+
+def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_it(spark, served):
+    """The manual replay DAG, confirmed: the rebuilt generation is exact (the stream's corrupted row is not in the
+    log), so every view moves to it in its mode; no supervised stream ran, so none is started."""
+    from spark_apps import generations
+
+    stream_settings, env = served
+    before = serving.current(spark, stream_settings, PIPELINE.name)
+    logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    script = ("import datetime as dt, json, sys\nfrom airflow.dag_processing.dagbag import DagBag\n"
+              "run = DagBag(dag_folder=sys.argv[1]).get_dag('kappa_replay').test(\n"
+              "    logical_date=dt.datetime.fromisoformat(sys.argv[2]), run_conf={'confirm': True})\n"
+              "print(json.dumps({ti.task_id: str(ti.state) for ti in run.get_task_instances()}))")
+    done = subprocess.run([sys.executable, "-c", script, str(PROJECT_ROOT / "dags"), logical.isoformat()], env=env,
+                          capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(tasks.values()) == {"success"} and len(tasks) == 6, tasks
+    assert generations.active(spark, stream_settings, PIPELINE.name) == "g1"
+    run_id = f"kappa_replay.{logical:%Y%m%dT%H%M%SZ}"
+    snapshots = {r.table: r.snapshot_version for r in read(spark, stream_settings, LEDGER_TABLE)
+                 .where(f"run_id = '{run_id}'").collect()}
+    for table, decision in serving.current(spark, stream_settings, PIPELINE.name).items():
+        mode = before[table].mode if table in before else serving.LAMBDA
+        expected = ((f"{table}__g1", None) if mode == serving.KAPPA
+                    else (f"batch.{table.split('.')[1]}", snapshots[table]))
+        assert (decision.mode, decision.run_id) == (mode, run_id)
+        assert (decision.source_table, decision.source_version) == expected
+    assert not (stream_settings.run_dir / f"{PIPELINE.name}.stream.pid").exists()

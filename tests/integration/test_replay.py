@@ -1,0 +1,159 @@
+"""Blue/green Kappa replay against the real broker and Spark: a changed gold definition is streamed into a new
+generation beside the serving one, proven against a batch recomputed by the same new code, served by one swap,
+and rolled back; a generation that differs from the batch is never served.
+
+The tests run in order on one small stream: build, a failed reconciliation, an exact one and the swap, rollback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+
+from spark_apps import generations, replay, serving
+from spark_apps.catalog import table_path
+from spark_apps.cli import main
+from spark_apps.errors import PlatformError
+from spark_apps.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
+from spark_apps.marketplace.pipeline import MERCHANT_REVENUE, PIPELINE, merchant_revenue
+from spark_apps.serving import KAPPA, LAMBDA, Decision
+from spark_apps.topics import admin_client
+from tests.streams import fresh_stream_settings, produce_hard_cases, run_stream
+
+pytestmark = pytest.mark.integration
+GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
+REVENUE_VIEW = "serving.merchant_revenue"
+
+
+def merchant_revenue_v2(rows, settings):
+    """The gold definition being deployed: the old one plus the net amount in whole currency units."""
+    from pyspark.sql import functions as F
+
+    return merchant_revenue(rows, settings).withColumn("net_units", F.floor(F.col("net_cents") / 100).cast("long"))
+
+
+CHANGED = dataclasses.replace(PIPELINE, gold_tables=(
+    dataclasses.replace(MERCHANT_REVENUE, compute=merchant_revenue_v2), *PIPELINE.gold_tables[1:]))
+
+
+@pytest.fixture(scope="module")
+def platform(kafka_broker, spark, settings, tmp_path_factory):
+    """A small log streamed into the base generation by the old code, every gold view serving that stream."""
+    topic = f"test.replay.{uuid.uuid4().hex[:8]}"
+    local = fresh_stream_settings(settings, tmp_path_factory.mktemp("replay"), topic, max_offsets=100_000)
+    manifest, _ = produce_hard_cases(local, total=300, seed=21)
+    run_stream(spark, local)
+    serving.record(spark, local, PIPELINE.name, [
+        Decision(t, KAPPA, LAMBDA, "test: the base generation has earned kappa", "seed", (), t, None) for t in GOLD])
+    yield local, manifest
+    with admin_client(settings) as admin:
+        admin.delete_topics([topic])
+
+
+def read(spark, settings, table: str):
+    return spark.read.format("delta").load(str(table_path(settings, table)))
+
+
+def version(spark, settings, table: str) -> int:
+    return spark.sql(f"DESCRIBE HISTORY delta.`{table_path(settings, table)}` LIMIT 1").first().version
+
+
+def served_sources(spark) -> dict[str, str]:
+    """What each serving view reads, from the properties the view was created with."""
+    return {view: spark.sql(f"SHOW TBLPROPERTIES {view} ('kappa.serving.source')").first().value
+            for view in map(serving.serving_view, GOLD)}
+
+
+def same_rows(left, right) -> bool:
+    return left.exceptAll(right).count() == 0 and right.exceptAll(left).count() == 0
+
+
+def test_a_replay_builds_a_new_generation_while_the_old_one_keeps_serving(spark, platform):
+    local, manifest = platform
+    before = {t: version(spark, local, t) for t in GOLD}
+    built = replay.build(spark, local, CHANGED, reason="net in whole units")
+    assert built.generation == "g1" and built.records == manifest.total_records
+    assert built.checkpoint.name == "marketplace__g1" and (local.checkpoint_root / "marketplace").is_dir()
+    assert "net_units" in read(spark, local, "gold.merchant_revenue__g1").columns
+    assert {t: version(spark, local, t) for t in GOLD} == before, "the serving generation is untouched"
+    assert generations.active(spark, local, PIPELINE.name) == ""
+    assert served_sources(spark) == {serving.serving_view(t): t for t in GOLD}
+    assert "net_units" not in spark.table(REVENUE_VIEW).columns
+
+
+def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform):
+    local, _ = platform
+    table = "gold.merchant_revenue__g1"
+    clean = version(spark, local, table)
+    row = read(spark, local, table).orderBy("merchant_id", "window_start").first()
+    spark.sql(f"UPDATE delta.`{table_path(local, table)}` SET orders = orders + 1 "
+              f"WHERE merchant_id = '{row.merchant_id}' AND window_start = '{row.window_start}'")
+    decided = serving.current(spark, local, PIPELINE.name)
+    try:
+        outcome = replay.reconcile(spark, local, CHANGED, "g1")
+    finally:
+        spark.sql(f"RESTORE TABLE delta.`{table_path(local, table)}` TO VERSION AS OF {clean}")
+    assert not outcome["success"] and outcome["status"] == FAILED
+    assert [t["table"] for t in outcome["tables"] if not t["success"]] == ["gold.merchant_revenue"]
+    with pytest.raises(ReplayRefused, match=r"^cannot swap in generation g1: it is failed \(run replay\.g1\."):
+        replay.swap(spark, local, CHANGED, "g1")
+    with pytest.raises(PlatformError, match="not the tables of the active generation base"):
+        serving.advance(spark, local, CHANGED, outcome["run_id"])
+    assert serving.current(spark, local, PIPELINE.name) == decided
+    assert served_sources(spark) == {serving.serving_view(t): t for t in GOLD}
+    alert = read(spark, local, "audit.alerts").where("dedup_key = 'replay:marketplace:g1'").first()
+    assert alert.severity == "warning" and alert.runbook.endswith("#replay-failed")
+
+
+def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_commit(spark, platform):
+    local, _ = platform
+    outcome = replay.reconcile(spark, local, CHANGED)
+    assert outcome["success"] and outcome["status"] == RECONCILED and outcome["generation"] == "g1"
+    state = serving.SERVING_STATE_TABLE
+    commits = version(spark, local, state)
+    decisions = replay.swap(spark, local, CHANGED, reason="net in whole units")
+    assert version(spark, local, state) == commits + 1, "every view moves in one commit"
+    assert {d.table: (d.mode, d.source_table, d.source_version) for d in decisions} == {
+        t: (KAPPA, f"{t}__g1", None) for t in GOLD}
+    assert all(d.run_id == outcome["run_id"] and d.reason.startswith(
+        f"blue/green replay g1 reconciled by run {outcome['run_id']}") for d in decisions)
+    assert served_sources(spark) == {serving.serving_view(t): f"{t}__g1" for t in GOLD}
+    assert same_rows(spark.table(REVENUE_VIEW), read(spark, local, "gold.merchant_revenue__g1"))
+    assert "net_units" in spark.table(REVENUE_VIEW).columns
+    assert generations.resolve(spark, local, PIPELINE.name)[1] == "g1", "stream and audit follow the active one"
+    replay.swap(spark, local, CHANGED, "g1")
+    assert version(spark, local, state) == commits + 1, "swapping again changes nothing"
+    assert read(spark, local, "gold.merchant_revenue").count() > 0, "the old generation is kept for rollback"
+
+
+def test_a_rollback_serves_the_previous_generation_exactly_as_before(spark, platform):
+    local, _ = platform
+    decisions = replay.rollback(spark, local, CHANGED, "net_units breaks a dashboard")
+    assert {d.table: (d.mode, d.source_table) for d in decisions} == {t: (KAPPA, t) for t in GOLD}
+    assert served_sources(spark) == {serving.serving_view(t): t for t in GOLD}
+    assert "net_units" not in spark.table(REVENUE_VIEW).columns
+    events = generations.read(spark, local, PIPELINE.name)
+    assert generations.active_generation(events) == "" and generations.latest(events)["g1"].status == ROLLED_BACK
+    assert "net_units" in read(spark, local, "gold.merchant_revenue__g1").columns, "g1 is kept too"
+    with pytest.raises(ReplayRefused, match="^generation base replaced no other generation; nothing to roll back"):
+        replay.rollback(spark, local, CHANGED, "again")
+
+
+def test_the_replay_command_shows_generations_and_refuses_in_one_line(platform, monkeypatch, capsys):
+    local, _ = platform
+    for key, value in local.as_env().items():
+        monkeypatch.setenv(key, value)
+    assert main(["replay", "status"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split()[:3] == ["*", "base", "active"]
+    assert lines[-1].split()[:2] == ["g1", "rolled_back"]
+    for args, message in (
+            (["swap"], "no generation is reconciled; a generation is swapped in after an exact"),
+            (["rollback"], "rollback needs --reason"),
+            (["build", "--generation", "G-1"], "a generation name is a lowercase letter"),
+            (["swap", "--generation", "g1"], "cannot swap in generation g1: it is rolled_back")):
+        assert main(["replay", *args]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"kappa replay: error: {message}") and err.count("\n") == 1, err
