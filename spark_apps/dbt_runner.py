@@ -26,6 +26,7 @@ from pathlib import Path
 from spark_apps.alerts import Alert, raise_alert, runbook
 from spark_apps.errors import PlatformError
 from spark_apps.pipeline import Pipeline
+from spark_apps.serving import KAPPA
 from spark_apps.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,8 @@ def refusals(gold_views: Mapping[str, str], served: Mapping[str, tuple[str, str]
     """Why dbt must not run, one line per gold table; empty when every view is backed by a reconciliation.
 
     ``gold_views``: gold table -> serving view; ``served``: gold table -> (mode, source table) of its
-    newest serving decision; ``latest``: gold table -> (run id, success) of its newest reconciliation.
+    newest serving decision; ``latest``: stream table -> (run id, success) of its newest reconciliation. Keyed by
+    the stream table, so a failed replay generation (``gold.x__g3``) does not block views that read another one.
     """
     reasons = []
     for table, view in sorted(gold_views.items()):
@@ -95,9 +97,9 @@ def refusals(gold_views: Mapping[str, str], served: Mapping[str, tuple[str, str]
             reasons.append(f"{view}: no reconciliation has decided what it serves yet; run `kappa reconcile`")
             continue
         mode, source = served[table]
-        run_id, success = latest.get(table, ("", True))
-        if not success and source == table:
-            reasons.append(f"{view} still reads the stream table {table}, but its latest reconciliation {run_id} "
+        run_id, success = latest.get(source, ("", True))
+        if not success and mode == KAPPA:
+            reasons.append(f"{view} still reads the stream table {source}, but its latest reconciliation {run_id} "
                            f"failed; run `kappa serving advance --run-id {run_id}` to switch it to the batch snapshot")
     return reasons
 

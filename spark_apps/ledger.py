@@ -87,8 +87,9 @@ def run_summary(rows: list) -> dict:
 
 
 def latest_runs(spark, settings: Settings, pipeline: str) -> dict[str, tuple[str, bool]]:
-    """Per table, the newest run that reconciled it and whether that whole run succeeded (a broken
-    count contract or a differing upstream table fails every table of the run, as serving counts it)."""
+    """Per stream table (``gold.x`` or a replay generation's ``gold.x__g2``), the newest run that reconciled it
+    and whether that whole run succeeded (a broken count contract or a differing upstream table fails every table
+    of the run, as serving counts it)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -97,8 +98,8 @@ def latest_runs(spark, settings: Settings, pipeline: str) -> dict[str, tuple[str
         return {}
     rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
     by_run = Window.partitionBy("run_id")
-    newest_first = Window.partitionBy("table").orderBy(F.col("started_at").desc(), F.col("run_id").desc())
+    newest_first = Window.partitionBy("stream_table").orderBy(F.col("started_at").desc(), F.col("run_id").desc())
     latest = (rows.withColumn("run_success", F.min(F.col("success").cast("int")).over(by_run) == 1)
               .withColumn("rank", F.row_number().over(newest_first)).where("rank = 1")
-              .select("table", "run_id", "run_success").collect())
-    return {r["table"]: (r["run_id"], bool(r["run_success"])) for r in latest}
+              .select("stream_table", "run_id", "run_success").collect())
+    return {r["stream_table"]: (r["run_id"], bool(r["run_success"])) for r in latest}

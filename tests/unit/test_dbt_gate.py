@@ -16,6 +16,23 @@ def test_views_on_batch_snapshots_of_passing_runs_are_allowed():
     assert refusals(VIEWS, served, latest) == []
 
 
+def test_a_failed_replay_generation_does_not_block_views_reading_the_active_one():
+    served = {"gold.merchant_revenue": ("kappa", "gold.merchant_revenue__g2"),
+              "gold.order_status": ("kappa", "gold.order_status__g2")}
+    latest = {"gold.merchant_revenue__g2": ("r4", True), "gold.order_status__g2": ("r4", True),
+              "gold.merchant_revenue__g3": ("r5", False), "gold.order_status__g3": ("r5", False)}
+    assert refusals(VIEWS, served, latest) == []
+
+
+def test_a_view_reading_a_generation_whose_latest_run_failed_is_refused():
+    served = {"gold.merchant_revenue": ("lambda", "batch.merchant_revenue"),
+              "gold.order_status": ("kappa", "gold.order_status__g2")}
+    latest = {"gold.order_status__g2": ("r6", False), "gold.merchant_revenue__g2": ("r6", False)}
+    assert refusals(VIEWS, served, latest) == [
+        "serving.order_status still reads the stream table gold.order_status__g2, but its latest reconciliation r6 "
+        "failed; run `kappa serving advance --run-id r6` to switch it to the batch snapshot"]
+
+
 def test_a_view_on_the_batch_snapshot_after_a_failed_run_is_allowed():
     served = {t: ("lambda", t.replace("gold.", "batch.")) for t in VIEWS}
     latest = {t: ("r3", False) for t in VIEWS}
