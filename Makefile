@@ -12,13 +12,15 @@ MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
 
-.PHONY: help install jars up airflow down demo test bench lint clean tools
+.PHONY: help install jars up airflow down demo test chaos bench lint clean tools
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
 	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
 	@echo "make up     - start the embedded Kafka broker;  make down - stop what make started"
 	@echo "make airflow - start Airflow (SQLite, loopback only) with the DAGs in dags/; prints URL and login"
+	@echo "make chaos  - kill -9, broker restart, zombie writer, OPTIMIZE, disk full, lost checkpoint vs the real stream;"
+	@echo "              every scenario must reconcile and check lost=0 duplicated=0 unexpected=0 (var/chaos/report.html)"
 	@echo "make bench  - recompute + reconcile 1M events; numbers to bench/results/reconcile.json"
 	@echo "make lint   - ruff over the code"
 	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
@@ -65,6 +67,9 @@ demo: install jars
 
 test: install jars
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+chaos: install jars
+	@$(KAPPA) chaos
 
 bench: install jars
 	@$(PY) bench/reconcile.py

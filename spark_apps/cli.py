@@ -364,6 +364,24 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(settings)
 
 
+def _chaos(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.chaos import ChaosPlan, run_chaos
+
+    plan = ChaosPlan(kills=args.kills, events=args.events, seed=args.seed, scenarios=tuple(args.scenario or ()))
+    results = run_chaos(settings, plan)
+    print("\n".join(result.line() for result in results))
+    kills = sum(r.kills for r in results)
+    passed = sum(r.passed for r in results)
+    where = settings.chaos_dir
+    print(f"chaos: {passed}/{len(results)} scenarios passed, {kills} kills; results {where / 'results.json'}, "
+          f"report {where / 'report.html'}")
+    if passed < len(results):
+        print(f"kappa chaos: {len(results) - passed} scenario(s) failed; stream logs in {where / 'logs'}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
 def _schema(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.marketplace.events import VALIDATION_ORDER_DOC, markdown_table
 
@@ -374,6 +392,7 @@ def _schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from spark_apps.chaos import SCENARIOS
     from spark_apps.dbt_runner import COMMANDS
 
     parser = _Parser(prog="kappa", description=__doc__.splitlines()[0])
@@ -485,6 +504,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded setup")
     demo.set_defaults(handler=_demo)
+
+    chaos = commands.add_parser(
+        "chaos", help="inject faults (kill -9, broker restart, zombie writer, ...) into real stream processes and "
+                      "prove every scenario exact (exit 1 if one is not)")
+    chaos.add_argument("--kills", type=_positive_int, default=20,
+                       help="kill -9 of the stream in kill_stream (default 20; every third by the fault hook)")
+    chaos.add_argument("--scenario", action="append", choices=tuple(SCENARIOS),
+                       help="run only this scenario (repeatable; default: all)")
+    chaos.add_argument("--seed", type=int, default=7, help="seed of the kill moments and the generator (default 7)")
+    chaos.add_argument("--events", type=_positive_int, default=1000,
+                       help="records produced per scenario (default 1000)")
+    chaos.set_defaults(handler=_chaos)
 
     schema = commands.add_parser("schema", help="print the event schema and validation order")
     schema.set_defaults(handler=_schema)

@@ -2,11 +2,13 @@
 
 ``KAPPA_FAULT_INJECT=after_silver@2`` raises inside batch 2 right after the silver commits (the
 query fails, as after a crash, with nothing in Spark's commit log); ``after_silver@2:kill`` ends
-the process with SIGKILL at that point, as ``kill -9`` would.
+the process with SIGKILL at that point, as ``kill -9`` would; ``after_silver@2:enospc`` fails the
+next write there as a full disk does (``OSError`` ENOSPC), for the chaos suite's disk-full scenario.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 
@@ -14,6 +16,7 @@ from spark_apps.errors import SettingsError
 
 STAGES = ("after_bronze", "after_dead_letters", "after_candidates", "after_silver", "after_gold",
           "before_checkpoint_commit")
+ACTIONS = ("raise", "kill", "enospc")
 
 
 class InjectedFault(RuntimeError):
@@ -29,8 +32,8 @@ class FaultPlan:
             return
         where, _, action = spec.partition(":")
         stage, _, batch = where.partition("@")
-        if stage not in STAGES or not batch.isdigit() or action not in ("", "raise", "kill"):
-            raise SettingsError(f"KAPPA_FAULT_INJECT must be <stage>@<batch>[:kill] with stage in "
+        if stage not in STAGES or not batch.isdigit() or action not in ("", *ACTIONS):
+            raise SettingsError(f"KAPPA_FAULT_INJECT must be <stage>@<batch>[:{'|'.join(ACTIONS)}] with stage in "
                                 f"{', '.join(STAGES)}; got {spec!r}")
         self.stage, self.batch_id, self.action = stage, int(batch), action or "raise"
 
@@ -39,4 +42,6 @@ class FaultPlan:
             return
         if self.action == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.action == "enospc":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"injected {stage} in batch {batch_id}")
         raise InjectedFault(f"injected fault {stage} in batch {batch_id}")

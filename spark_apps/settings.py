@@ -43,6 +43,7 @@ class Settings:
     airflow_home: Path = _under_home("airflow")
     dbt_target_dir: Path = _under_home("dbt/target")
     dbt_log_dir: Path = _under_home("dbt/logs")
+    chaos_dir: Path = _under_home("chaos")
     expectations_dir: Path = PROJECT_ROOT / "expectations"
     dbt_project_dir: Path = PROJECT_ROOT / "dbt_project"
 
@@ -68,7 +69,7 @@ class Settings:
     pipeline: str = "marketplace"
     # Reconciliation compares per-bucket fingerprints first; tables without a window column hash keys into this many.
     reconcile_buckets: int = 64
-    # Test and chaos hook: "<stage>@<batch id>[:kill]" stops the job at that point of foreachBatch.
+    # Test and chaos hook: "<stage>@<batch id>[:kill|:enospc]" stops the job at that point of foreachBatch.
     fault_inject: str = ""
 
     # Alert sinks: empty means not configured (alerts are still recorded in audit.alerts and logged).

@@ -11,7 +11,9 @@ Per micro-batch (``foreachBatch``), in this order, each write idempotent for (ap
 6. ``audit.stream_commits``: the batch id and the log prefix the tables now reflect.
 
 Every one of those commits also carries the batch id and end offsets in its ``userMetadata``.
-Replaying a batch after a crash at any point leaves every table as if it ran once.
+Replaying a batch after a crash at any point leaves every table as if it ran once. Only one instance
+runs per checkpoint (a second one is fenced out at start, see ``fencing``), and a MERGE that conflicts
+with a concurrent commit (an OPTIMIZE) is retried a few times.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from spark_apps.delta_writes import commit_metadata, idempotent_append, upsert_r
 from spark_apps.determinism import assert_deterministic
 from spark_apps.errors import PlatformError
 from spark_apps.faults import FaultPlan
+from spark_apps.fencing import CheckpointFence
 from spark_apps.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
 from spark_apps.pipeline import Pipeline, TableNames
 from spark_apps.progress import timed
@@ -76,6 +79,8 @@ class StreamJob:
         suffix = f"__{generation}" if generation else ""
         self.checkpoint: Path = settings.checkpoint_root / f"{pipeline.table_prefix}{pipeline.name}{suffix}"
         self.faults = FaultPlan(settings.fault_inject)
+        # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
+        self.fence = CheckpointFence(self.checkpoint)
         self.app_id: str | None = None
         self.stats: list[BatchStats] = []
 
@@ -148,9 +153,10 @@ class StreamJob:
         return app_id
 
     def reset(self) -> None:
-        """Delete this job's checkpoint and stream tables (the log is untouched)."""
+        """Delete this job's checkpoint and stream tables (the log is untouched); never under a running instance."""
         import shutil
 
+        self.fence.acquire()
         for table in self._all_tables():
             self.spark.sql(f"DROP TABLE IF EXISTS {table}")
             shutil.rmtree(self.path(table), ignore_errors=True)
@@ -220,15 +226,15 @@ class StreamJob:
             (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
             F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
         with timed(timings, "silver_events"):
-            upsert_recomputed(spark, self.path(self.tables.events), key, key, ids, event_rows, app_id, batch_id)
+            self._upsert(spark, self.tables.events, key, key, ids, event_rows, app_id, batch_id)
         if has_repeats:
             with timed(timings, "silver_duplicates"):
-                upsert_recomputed(spark, self.path(self.tables.duplicates), COORDINATES, key, ids,
-                                  losers(candidates, schema.id_field), app_id, batch_id)
+                self._upsert(spark, self.tables.duplicates, COORDINATES, key, ids,
+                             losers(candidates, schema.id_field), app_id, batch_id)
         if has_late:
             with timed(timings, "silver_late_events"):
-                upsert_recomputed(spark, self.path(self.tables.late_events), key, key, ids,
-                                  event_rows.where("is_late"), app_id, batch_id)
+                self._upsert(spark, self.tables.late_events, key, key, ids,
+                             event_rows.where("is_late"), app_id, batch_id)
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(self.path(self.tables.events)).where("NOT is_late")
         for gold in self.pipeline.gold_tables:
@@ -237,8 +243,16 @@ class StreamJob:
                 affected = touched_keys(gold.key_rows(candidates, self.settings),
                                         gold.recompute_keys).localCheckpoint(eager=True)
                 rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected, gold.recompute_keys)
-                upsert_recomputed(spark, self.path(self.tables.gold(gold.name)), gold.primary_keys,
-                                  gold.recompute_keys, affected, gold.compute(rows, self.settings), app_id, batch_id)
+                self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys,
+                             gold.recompute_keys, affected, gold.compute(rows, self.settings), app_id, batch_id)
+
+    def _upsert(self, spark, table: str, *args) -> None:
+        """``upsert_recomputed`` into ``table``, retried (bounded, logged) when a concurrent commit such as the
+        OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the table, and the (app id, batch
+        id) pair keeps it idempotent."""
+        from spark_apps.maintenance import with_retries  # imported here: maintenance imports this module
+
+        with_retries(lambda: upsert_recomputed(spark, self.path(table), *args), f"MERGE into {table} (stream)")
 
     def _record_commit(self, spark, meta: dict, batch_id: int, records: int, dead: int, duration: float) -> None:
         from pyspark.sql import Row
@@ -254,8 +268,13 @@ class StreamJob:
     # ---- running ------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        self.ensure_tables()
-        self.app_id = self.check_checkpoint()
+        self.fence.acquire()
+        try:
+            self.ensure_tables()
+            self.app_id = self.check_checkpoint()
+        except BaseException:
+            self.fence.release()
+            raise
 
     def start(self, until_caught_up: bool):
         """Start the query; ``until_caught_up`` processes what the log holds now and stops."""
@@ -279,6 +298,12 @@ class StreamJob:
 
     def run(self, until_caught_up: bool = True, heartbeat: Path | None = None) -> list[BatchStats]:
         """Run the query in the foreground; SIGTERM or Ctrl-C stops it between checks, safely."""
+        try:
+            return self._run_query(until_caught_up, heartbeat)
+        finally:
+            self.fence.release()
+
+    def _run_query(self, until_caught_up: bool, heartbeat: Path | None) -> list[BatchStats]:
         from pyspark.errors import StreamingQueryException
 
         query = self.start(until_caught_up)
