@@ -129,6 +129,7 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.auditor import audit, summary_lines
     from spark_apps.generations import resolve
     from spark_apps.pipeline import load_pipeline
+    from spark_apps.report import report_path
     from spark_apps.spark_session import get_spark
 
     if args.version is not None and args.table is None:
@@ -158,7 +159,7 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
         recorded = ledger.run_rows(spark, settings, run.run_id)
     result = ledger.run_summary(recorded)
     result["reused"] = reused
-    result["report"] = str(settings.reports_dir / "reconciliation" / f"{pipeline.name}-{result['run_id']}.html")
+    result["report"] = str(report_path(settings, pipeline.name, result["run_id"]))
     if args.serve:
         decisions = serving.advance(spark, settings, pipeline, result["run_id"])
         print("\n".join(_serving_line(d) for d in decisions))

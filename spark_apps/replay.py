@@ -39,6 +39,7 @@ from spark_apps.generations import (
     display,
 )
 from spark_apps.pipeline import Pipeline, load_pipeline
+from spark_apps.report import report_path
 from spark_apps.serving import KAPPA, LAMBDA, Decision
 from spark_apps.settings import Settings
 from spark_apps.version import code_version
@@ -185,7 +186,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
     if not result["success"]:
         _alert_failed(spark, settings, pipeline, name, result)
     return {**result, "generation": name, "status": status,
-            "report": str(settings.reports_dir / "reconciliation" / f"{pipeline.name}-{run_id}.html")}
+            "report": str(report_path(settings, pipeline.name, run_id))}
 
 
 def swap(spark, settings: Settings, pipeline: Pipeline, generation: str | None = None,
@@ -283,5 +284,5 @@ def _alert_failed(spark, settings: Settings, pipeline: Pipeline, generation: str
                  f"found it differs from the batch ({', '.join(failed)})"),
         source=f"kappa replay ({pipeline.name})", dedup_key=f"replay:{pipeline.name}:{generation}",
         details={"run_id": result["run_id"], "generation": generation, "failed_tables": failed,
-                 "report": str(settings.reports_dir / "reconciliation" / f"{pipeline.name}-{result['run_id']}.html")},
+                 "report": str(report_path(settings, pipeline.name, result["run_id"]))},
         runbook=runbook("replay-failed")))

@@ -105,11 +105,16 @@ code {_e(run.snapshot.code_version)}.</p>
 </body></html>"""
 
 
+def report_path(settings: Settings, pipeline: str, run_id: str) -> Path:
+    """Where a reconciliation run's page is written; alerts and JSON outputs link it before or after it exists."""
+    return settings.reports_dir / "reconciliation" / f"{pipeline}-{run_id}.html"
+
+
 def write_report(settings: Settings, run: AuditRun) -> Path:
     """Write the run's page and refresh ``latest.html`` beside it; link the dbt docs once they exist."""
-    folder = settings.reports_dir / "reconciliation"
+    path = report_path(settings, run.pipeline, run.run_id)
+    folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{run.pipeline}-{run.run_id}.html"
     dbt_docs = docs_index(settings)
     path.write_text(render(run, dbt_docs if dbt_docs.exists() else None))
     shutil.copyfile(path, folder / f"{run.pipeline}-latest.html")

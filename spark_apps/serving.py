@@ -199,6 +199,8 @@ def _operator_cutoffs(spark, settings: Settings, pipeline: str) -> dict[str, dt.
 
 
 def _alert_failed(spark, settings: Settings, pipeline: Pipeline, decision: Decision, run: RunEvidence) -> None:
+    from spark_apps.report import report_path  # imported here: report imports dbt_runner, which imports this module
+
     fell_back = decision.previous_mode == KAPPA
     raise_alert(spark, settings, Alert(
         severity="critical",
@@ -209,7 +211,7 @@ def _alert_failed(spark, settings: Settings, pipeline: Pipeline, decision: Decis
         versions={decision.source_table: decision.source_version} if decision.source_version is not None else {},
         details={"run_id": run.run_id, "previous_mode": decision.previous_mode, "mode": decision.mode,
                  "reason": decision.reason, "stream_batch": list(run.stream_batch),
-                 "report": str(settings.reports_dir / "reconciliation" / f"{pipeline.name}-{run.run_id}.html")},
+                 "report": str(report_path(settings, pipeline.name, run.run_id))},
         runbook=runbook("reconciliation-mismatch")))
 
 
