@@ -12,13 +12,16 @@ MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
 
-.PHONY: help install jars up airflow down demo test chaos bench lint clean tools
+.PHONY: help install jars up airflow down demo test chaos bench lint clean tools cluster-up cluster-down cluster-test
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
 	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
 	@echo "make up     - start the embedded Kafka broker;  make down - stop what make started"
 	@echo "make airflow - start Airflow (SQLite, loopback only) with the DAGs in dags/; prints URL and login"
+	@echo "make cluster-up   - start 3 KRaft brokers (RF 3, min ISR 2) and a Spark master + 2 workers on 127.0.0.1;"
+	@echo "                    prints the KAPPA_* settings that point the apps at them (var/cluster/cluster.env)"
+	@echo "make cluster-down - stop that cluster;  make cluster-test - kill a broker mid-stream, prove nothing lost"
 	@echo "make chaos  - kill -9, broker restart, zombie writer, OPTIMIZE, disk full, lost checkpoint vs the real stream;"
 	@echo "              every scenario must reconcile and check lost=0 duplicated=0 unexpected=0 (var/chaos/report.html)"
 	@echo "make bench  - recompute + reconcile 1M events; numbers to bench/results/reconcile.json"
@@ -60,7 +63,18 @@ airflow: install jars
 	@$(KAPPA) airflow start
 
 down:
-	@if [ -x $(PY) ]; then $(KAPPA) airflow stop; $(KAPPA) supervise --stop; $(KAPPA) broker stop; else echo "nothing to stop"; fi
+	@if [ -x $(PY) ]; then $(KAPPA) airflow stop; $(KAPPA) supervise --stop; $(KAPPA) broker stop; $(KAPPA) cluster down; \
+	else echo "nothing to stop"; fi
+
+cluster-up: install jars
+	@$(KAPPA) cluster up
+
+cluster-down:
+	@if [ -x $(PY) ]; then $(KAPPA) cluster down; else echo "nothing to stop"; fi
+
+# The cluster tests start a cluster of their own (throwaway home, free ports), not the one of cluster-up.
+cluster-test: install jars
+	@$(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS)
 
 demo: install jars
 	@$(KAPPA) demo

@@ -359,6 +359,28 @@ def _airflow(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps import cluster
+
+    if args.action == "up":
+        started = cluster.start(settings)
+        print("cluster started:" if started else "cluster already running:")
+    elif args.action == "down":
+        stopped = cluster.stop(settings)
+        print(f"cluster stopped: {', '.join(stopped)}" if stopped else "cluster was not running")
+        return 0
+    for component in cluster.components(settings):
+        state = f"pid {component.pid}" if component.pid else "NOT RUNNING"
+        print(f"  {component.name:15s} {state:12s} {component.address}")
+    if not cluster.is_running(settings):
+        print("cluster is not (fully) running; `kappa cluster up` starts what is missing")
+        return EXIT_FAILED
+    print(f"  spark apps      {', '.join(cluster.running_apps(settings)) or 'none'}")
+    print(f"point the apps at it ({cluster.env_file(settings)}):")
+    print("\n".join(cluster.env_lines(settings)))
+    return 0
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.demo import run_demo
 
@@ -502,6 +524,12 @@ def build_parser() -> argparse.ArgumentParser:
     airflow = commands.add_parser("airflow", help="start, stop or check this machine's Airflow (loopback only)")
     airflow.add_argument("action", choices=("start", "stop", "status"))
     airflow.set_defaults(handler=_airflow)
+
+    cluster = commands.add_parser(
+        "cluster", help="start, stop or check a KRaft cluster (3 brokers) and a Spark standalone master with workers "
+                        "(2) on this machine, loopback only; prints the settings that point the apps at them")
+    cluster.add_argument("action", choices=("up", "down", "status"))
+    cluster.set_defaults(handler=_cluster)
 
     demo = commands.add_parser("demo", help="run the end-to-end demo on the embedded setup")
     demo.set_defaults(handler=_demo)

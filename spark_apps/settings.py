@@ -44,6 +44,7 @@ class Settings:
     dbt_target_dir: Path = _under_home("dbt/target")
     dbt_log_dir: Path = _under_home("dbt/logs")
     chaos_dir: Path = _under_home("chaos")
+    cluster_dir: Path = _under_home("cluster")
     expectations_dir: Path = PROJECT_ROOT / "expectations"
     dbt_project_dir: Path = PROJECT_ROOT / "dbt_project"
 
@@ -55,11 +56,29 @@ class Settings:
     kafka_bootstrap_servers: str = ""
     events_topic: str = "marketplace.events"
     topic_partitions: int = 3
+    # Copies of each partition (-1: the brokers' default.replication.factor) and how many must hold a record before
+    # an acks=all write succeeds (0: the brokers' min.insync.replicas). A cluster sets 3 and 2.
+    topic_replication_factor: int = -1
+    topic_min_insync_replicas: int = 0
 
     spark_master: str = "local[2]"
     spark_driver_memory: str = "2g"
     spark_shuffle_partitions: int = 4
     spark_ui_enabled: bool = False
+    # On a cluster master (not local[...]): each executor's memory, and the cores one app may take (0: all offered),
+    # so that the stream, the auditor and dbt can run side by side on a small cluster.
+    spark_executor_memory: str = "1g"
+    spark_cores_max: int = 0
+
+    # `kappa cluster up`: a KRaft quorum of this many combined broker + controller nodes (node n listens on
+    # cluster_kafka_port + n - 1 and cluster_controller_port + n - 1) and a Spark standalone master with
+    # workers of one core each, all on kafka_host.
+    cluster_kafka_nodes: int = 3
+    cluster_kafka_port: int = 19092
+    cluster_controller_port: int = 19192
+    cluster_spark_master_port: int = 7077
+    cluster_spark_ui_port: int = 8090
+    cluster_spark_workers: int = 2
 
     allowed_lateness_s: int = 900
     window_s: int = 60
@@ -118,6 +137,7 @@ class Settings:
                 raise SettingsError(f"{_env_name(name)} must be a TCP port (1-65535), got {port}")
         if self.kafka_port == self.kafka_controller_port:
             raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
+        self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "window_s", "session_gap_s",
                      "max_offsets_per_trigger", "reconcile_buckets", "serving_exact_runs", "supervise_every_min",
                      "stream_stall_s", "max_lag_records", "kappa_audit_every_s", "task_retry_delay_s"):
@@ -133,6 +153,36 @@ class Settings:
                                 f"a rollback read old table versions, got {self.vacuum_retention_hours}")
         if not self.events_topic:
             raise SettingsError("KAPPA_EVENTS_TOPIC must not be empty")
+
+    def _validate_cluster(self) -> None:
+        for name in ("cluster_kafka_nodes", "cluster_spark_workers"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        last = self.cluster_kafka_nodes - 1
+        for name in ("cluster_kafka_port", "cluster_controller_port", "cluster_spark_master_port",
+                     "cluster_spark_ui_port"):
+            port = getattr(self, name)
+            span = last if name in ("cluster_kafka_port", "cluster_controller_port") else 0
+            if not 1 <= port <= 65535 - span:
+                raise SettingsError(f"{_env_name(name)} must be a TCP port (1-{65535 - span}), got {port}")
+        kafka = set(range(self.cluster_kafka_port, self.cluster_kafka_port + last + 1))
+        controllers = set(range(self.cluster_controller_port, self.cluster_controller_port + last + 1))
+        spark = {self.cluster_spark_master_port, self.cluster_spark_ui_port}
+        if kafka & controllers or (kafka | controllers) & spark or len(spark) == 1:
+            raise SettingsError("the cluster's ports overlap: KAPPA_CLUSTER_KAFKA_PORT and "
+                                "KAPPA_CLUSTER_CONTROLLER_PORT each take KAPPA_CLUSTER_KAFKA_NODES consecutive ports, "
+                                "KAPPA_CLUSTER_SPARK_MASTER_PORT and KAPPA_CLUSTER_SPARK_UI_PORT one each")
+        if self.topic_replication_factor == 0 or self.topic_replication_factor < -1:
+            raise SettingsError("KAPPA_TOPIC_REPLICATION_FACTOR must be at least 1 (or -1 for the brokers' default), "
+                                f"got {self.topic_replication_factor}")
+        if self.topic_min_insync_replicas < 0:
+            raise SettingsError(f"KAPPA_TOPIC_MIN_INSYNC_REPLICAS must be >= 0 (0: the brokers' default), "
+                                f"got {self.topic_min_insync_replicas}")
+        if 0 < self.topic_replication_factor < self.topic_min_insync_replicas:
+            raise SettingsError("KAPPA_TOPIC_MIN_INSYNC_REPLICAS cannot exceed KAPPA_TOPIC_REPLICATION_FACTOR "
+                                "(no acks=all write could succeed)")
+        if self.spark_cores_max < 0:
+            raise SettingsError(f"KAPPA_SPARK_CORES_MAX must be >= 0 (0: all offered), got {self.spark_cores_max}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:

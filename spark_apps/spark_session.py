@@ -20,6 +20,21 @@ def spark_jars(settings: Settings) -> list[Path]:
 
 def session_conf(settings: Settings) -> dict[str, str]:
     """Spark configuration shared by the apps, the tests and dbt's session connection."""
+    return {**_base_conf(settings), **executor_conf(settings)}
+
+
+def executor_conf(settings: Settings) -> dict[str, str]:
+    """Executor sizing on a cluster master; a local master runs everything in the driver, so it has none. The jars
+    of ``spark.jars`` reach the executors through the driver's file server, so workers need no copy of them."""
+    if settings.spark_master.startswith("local"):
+        return {}
+    conf = {"spark.executor.memory": settings.spark_executor_memory}
+    if settings.spark_cores_max:
+        conf["spark.cores.max"] = str(settings.spark_cores_max)
+    return conf
+
+
+def _base_conf(settings: Settings) -> dict[str, str]:
     return {
         "spark.master": settings.spark_master,
         "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),

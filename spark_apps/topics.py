@@ -2,7 +2,9 @@
 
 A topic must keep every record forever (``retention.ms=-1``) and stamp each one with the broker's
 append time (``message.timestamp.type=LogAppendTime``): the lateness rule and every recompute read
-that time from the log, so a topic without these settings would make replay inexact.
+that time from the log, so a topic without these settings would make replay inexact. On a cluster the
+settings also ask for durability (``KAPPA_TOPIC_REPLICATION_FACTOR``, ``KAPPA_TOPIC_MIN_INSYNC_REPLICAS``):
+a log that loses an acknowledged record when one broker dies cannot be the system of record either.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ def admin_client(settings: Settings) -> Iterator:
     from kafka.errors import KafkaError
 
     try:
+        # Creating a topic replicated to three brokers can take more than 10 s on a busy machine.
         admin = KafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers,
-                                 client_id="kappa-admin", request_timeout_ms=10_000, bootstrap_timeout_ms=10_000)
+                                 client_id="kappa-admin", request_timeout_ms=30_000, bootstrap_timeout_ms=10_000)
     except KafkaError as exc:
         raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap_servers} ({exc}); "
                           "is it running? `make up` starts the embedded broker") from None
@@ -60,15 +63,38 @@ def ensure_topic(settings: Settings, name: str | None = None, partitions: int | 
         if name not in admin.list_topics():
             try:
                 admin.create_topics(
-                    {name: {"num_partitions": partitions, "replication_factor": -1,
-                            "configs": dict(REQUIRED_TOPIC_CONFIGS)}},
+                    {name: {"num_partitions": partitions, "replication_factor": settings.topic_replication_factor,
+                            "configs": {**REQUIRED_TOPIC_CONFIGS, **durability_configs(settings)}}},
                     wait_for_metadata=True)
                 created = True
             except TopicAlreadyExistsError:
                 created = False
         check_topic_config(admin, name)
-        actual_partitions = len(admin.describe_topics([name])[0]["partitions"])
-    return TopicState(name=name, partitions=actual_partitions, created=created)
+        described = admin.describe_topics([name])[0]["partitions"]
+        check_topic_durability(admin, name, described, settings)
+    return TopicState(name=name, partitions=len(described), created=created)
+
+
+def durability_configs(settings: Settings) -> dict[str, str]:
+    """The topic configs the durability settings ask for (none: the brokers' defaults)."""
+    wanted = settings.topic_min_insync_replicas
+    return {"min.insync.replicas": str(wanted)} if wanted else {}
+
+
+def check_topic_durability(admin, name: str, partitions: list[dict], settings: Settings) -> None:
+    """Refuse a topic with fewer replicas or a lower min.insync.replicas than the settings ask for: it would lose
+    acknowledged records when a broker dies, however exactly it replays."""
+    replicas = min(len(p["replica_nodes"]) for p in partitions)
+    wanted_replicas = settings.topic_replication_factor
+    wrong = [f"{replicas} replicas (needs {wanted_replicas})"] if replicas < wanted_replicas else []
+    wanted_isr = settings.topic_min_insync_replicas
+    if wanted_isr:
+        actual_isr = int(topic_configs(admin, name).get("min.insync.replicas", "1"))
+        if actual_isr < wanted_isr:
+            wrong.append(f"min.insync.replicas={actual_isr} (needs {wanted_isr})")
+    if wrong:
+        raise TopicConfigError(f"topic {name!r} is less durable than the settings ask: " + ", ".join(wrong)
+                               + "; recreate it, the platform never changes an existing topic")
 
 
 def topic_configs(admin, name: str) -> dict[str, str]:
