@@ -11,6 +11,7 @@ KAFKA_JARS_STAMP := $(VAR)/jars/kafka/.fetched
 MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: help install jars up airflow down demo test chaos bench lint clean tools cluster-up cluster-down cluster-test
 
@@ -24,7 +25,8 @@ help:
 	@echo "make cluster-down - stop that cluster;  make cluster-test - kill a broker mid-stream, prove nothing lost"
 	@echo "make chaos  - kill -9, broker restart, zombie writer, OPTIMIZE, disk full, lost checkpoint vs the real stream;"
 	@echo "              every scenario must reconcile and check lost=0 duplicated=0 unexpected=0 (var/chaos/report.html)"
-	@echo "make bench  - recompute + reconcile 1M events; numbers to bench/results/reconcile.json"
+	@echo "make bench  - producer, raw Kafka read, plain-append limit, platform stream, latency at 1k and 5k events/s,"
+	@echo "              recompute + reconcile, MERGE cost; bench/results/bench.json and bench.html (BENCH_ARGS=--help)"
 	@echo "make lint   - ruff over the code"
 	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
 
@@ -86,7 +88,7 @@ chaos: install jars
 	@$(KAPPA) chaos
 
 bench: install jars
-	@$(PY) bench/reconcile.py
+	@$(PY) -m bench.run $(BENCH_ARGS)
 
 lint: install
 	@$(VENV)/bin/ruff check spark_apps dags tests bench

@@ -1,0 +1,160 @@
+"""Each measurement of `make bench`, against the real broker and Spark; every one returns a plain dict."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from bench import stats
+from spark_apps import lineage
+from spark_apps.marketplace.generator import GeneratorConfig
+from spark_apps.pipeline import Pipeline
+from spark_apps.producer import produce
+from spark_apps.settings import Settings
+from spark_apps.streaming import StreamJob
+from spark_apps.topics import partition_offsets
+
+log = logging.getLogger("bench")
+
+
+def produce_events(settings: Settings, events: int, seed: int, rate: float | None = None) -> dict:
+    """Python producer throughput: the platform's idempotent kafka-python producer, generator included."""
+    config = GeneratorConfig(seed=seed, total_events=events, base_time_ms=int(time.time() * 1000),
+                             events_per_second=rate or 1000.0, allowed_lateness_s=settings.allowed_lateness_s)
+    result = produce(settings, config, rate=rate)
+    return {"records": result.sent, "seconds": round(result.elapsed_s, 2), "records_per_s": round(result.rate, 1),
+            "target_rate": rate}
+
+
+def _kafka_reader(spark, settings: Settings, streaming: bool):
+    reader = spark.readStream if streaming else spark.read
+    return (reader.format("kafka")
+            .option("kafka.bootstrap.servers", settings.kafka_bootstrap_servers)
+            .option("subscribe", settings.events_topic)
+            .option("startingOffsets", "earliest"))
+
+
+def raw_kafka_read(spark, settings: Settings) -> dict:
+    """Every record of the topic read by Spark and thrown away: what reading the log alone costs."""
+    started = time.monotonic()
+    frame = _kafka_reader(spark, settings, streaming=False).option("endingOffsets", "latest").load()
+    records = frame.count()
+    frame.write.format("noop").mode("overwrite").save()
+    seconds = time.monotonic() - started
+    return {"records": records, "seconds": round(seconds, 2), "records_per_s": stats.rate(records, seconds),
+            "note": "one count and one no-op write of the whole topic"}
+
+
+def plain_append_limit(spark, settings: Settings, out: Path) -> dict:
+    """The ceiling: a plain, non-idempotent Structured Streaming append of the raw records to Parquet, with the
+    platform's micro-batch size and nothing else (no parsing, no dedup, no MERGE, no exactly-once tables)."""
+    query = (_kafka_reader(spark, settings, streaming=True)
+             .option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger)).load()
+             .writeStream.format("parquet")
+             .option("path", str(out / "data")).option("checkpointLocation", str(out / "checkpoint"))
+             .trigger(availableNow=True).start())
+    started = time.monotonic()
+    query.awaitTermination()
+    wall = time.monotonic() - started
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    records = sum(p["numInputRows"] for p in progress)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+    durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+    return {"records": records, "seconds": round(wall, 2), "batch_seconds": round(busy, 2),
+            "records_per_s": stats.rate(records, busy), "records_per_s_wall": stats.rate(records, wall),
+            "batches": len(progress), "batch_duration_s": stats.percentiles(durations)}
+
+
+class TimedStreamJob(StreamJob):
+    """The platform's stream job, noting when each micro-batch became visible in gold (all of its commits done)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.visible_at: dict[int, float] = {}
+
+    def process_batch(self, batch_df, batch_id: int) -> None:
+        super().process_batch(batch_df, batch_id)
+        self.visible_at[batch_id] = time.time()
+
+
+def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
+    """The full consistent pipeline (bronze, dead letters, silver, every gold table) catching up on the log."""
+    job = TimedStreamJob(spark, settings, pipeline)
+    started = time.monotonic()
+    batches = job.run(until_caught_up=True)
+    wall = time.monotonic() - started
+    records = sum(b.records for b in batches)
+    busy = sum(b.duration_s for b in batches)
+    return {"records": records, "seconds": round(wall, 2), "batch_seconds": round(busy, 2),
+            "records_per_s": stats.rate(records, busy), "records_per_s_wall": stats.rate(records, wall),
+            "batches": len(batches),
+            "batch_duration_s": stats.percentiles([b.duration_s for b in batches]),
+            "stage_seconds": stats.stage_totals(b.stage_seconds for b in batches),
+            "per_batch": [{"batch_id": b.batch_id, "records": b.records, "seconds": round(b.duration_s, 3),
+                           "stages": {k: round(v, 3) for k, v in b.stage_seconds.items()}} for b in batches]}
+
+
+def _caught_up(settings: Settings, job: StreamJob) -> bool:
+    done = lineage.committed_batches(job.checkpoint)
+    consumed = lineage.batch_end_offsets(job.checkpoint, done[-1], job.topic) if done else {}
+    return all(consumed.get(p, 0) >= end for p, (_, end) in partition_offsets(settings, job.topic).items())
+
+
+def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: float, seconds: float,
+                       seed: int, timeout_s: float = 600) -> dict:
+    """Produce at a fixed rate while the stream runs continuously (processing-time trigger); per record, the time
+    from its log append (the topic keeps LogAppendTime) to the commit that made its batch visible in gold."""
+    job = TimedStreamJob(spark, settings, pipeline)
+    job.prepare()
+    query = job.start(until_caught_up=False)
+    first_batch = max(lineage.committed_batches(job.checkpoint), default=-1) + 1
+    try:
+        produced = produce_events(settings, int(rate * seconds), seed=seed, rate=rate)
+        deadline = time.monotonic() + timeout_s
+        while not _caught_up(settings, job):
+            if not query.isActive or time.monotonic() > deadline:
+                raise RuntimeError(f"the stream did not catch up within {timeout_s:.0f}s of the {rate:.0f}/s run")
+            time.sleep(0.5)
+    finally:
+        query.stop()
+        job.fence.release()
+    timed = {b: t for b, t in job.visible_at.items() if b >= first_batch}
+    ranges = {b: (lineage.batch_start_offsets(job.checkpoint, b, job.topic),
+                  lineage.batch_end_offsets(job.checkpoint, b, job.topic)) for b in timed}
+    bronze = spark.read.format("delta").load(job.path(job.tables.bronze))
+    low = {p: min(r[0].get(p, 0) for r in ranges.values()) for p in {p for r in ranges.values() for p in r[1]}}
+    rows = bronze.where(" OR ".join(f"(partition = {p} AND offset >= {o})" for p, o in low.items()) or "false") \
+        .selectExpr("partition", "offset", "CAST(log_append_time AS DOUBLE) AS appended").collect()
+    latencies = stats.record_latencies(((r.partition, r.offset, r.appended) for r in rows), ranges, timed)
+    batch_seconds = [b.duration_s for b in job.stats if b.batch_id >= first_batch]
+    return {"target_rate": rate, "produced": produced, "records_timed": len(latencies),
+            "latency_s": stats.percentiles(latencies), "max_latency_s": round(max(latencies, default=0), 3),
+            "batches": len(timed), "batch_duration_s": stats.percentiles(batch_seconds),
+            "trigger_interval_s": settings.trigger_interval_s}
+
+
+def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:
+    """The audit DAG's work: batch recompute from the log, then the comparison with every stream table."""
+    from spark_apps.auditor import audit
+
+    started = time.monotonic()
+    run = audit(spark, settings, pipeline)
+    total = time.monotonic() - started
+    return {"records": run.snapshot.records, "exact_match": run.success, "seconds": round(total, 2),
+            "phases_s": {k: round(v, 2) for k, v in run.seconds.items()},
+            "per_table_compare_s": {v.table.label: round(v.diff.seconds, 2) for v in run.verdicts}}
+
+
+def merge_costs(spark, settings: Settings, pipeline: Pipeline) -> dict:
+    """Per gold table, every MERGE's cost next to the table's size before it, from the Delta history."""
+    from spark_apps.catalog import table_path
+
+    result = {}
+    for gold in pipeline.gold_tables:
+        name = pipeline.tables("").gold(gold.name)
+        history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path(settings, name)}`") \
+            .select("version", "operation", "operationMetrics").collect()
+        points = stats.merge_cost_points(r.asDict() for r in history)
+        result[name] = {"merges": len(points), "flatness": stats.flatness(points), "points": points}
+    return result

@@ -1,0 +1,168 @@
+"""`make bench`: on one broker and one Spark session of its own, the same records through the Python producer,
+a raw Kafka read, the plain append that is this machine's limit and the platform's stream; then latency at fixed
+rates, recompute + reconciliation per size and MERGE cost; ``bench/results/bench.json`` and ``bench.html``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+from bench import stats
+from bench.page import render
+from spark_apps.errors import PlatformError
+from spark_apps.settings import PROJECT_ROOT, Settings
+
+RESULTS = PROJECT_ROOT / "bench" / "results"
+log = logging.getLogger("bench")
+
+
+def _positive_ints(text: str) -> list[int]:
+    try:
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected numbers above 0, got {text!r}")
+    return values
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
+    parser.add_argument("--sizes", type=_positive_ints, default=[1_000_000],
+                        help="log sizes (events) at which to stream, recompute and reconcile, ascending")
+    parser.add_argument("--rates", type=_positive_ints, default=[1000, 5000],
+                        help="input rates (events/s) for the end-to-end latency runs")
+    parser.add_argument("--latency-seconds", type=int, default=60, help="how long each latency run produces")
+    parser.add_argument("--batch", type=int, default=100_000, help="maxOffsetsPerTrigger of the catch-up runs")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench.json and bench.html")
+    args = parser.parse_args(argv)
+    if args.sizes != sorted(set(args.sizes)):
+        parser.error("--sizes must be ascending and distinct")
+    if args.latency_seconds <= 0 or args.batch <= 0:
+        parser.error("--latency-seconds and --batch must be above 0")
+    return args
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def machine_facts(spark) -> dict:
+    memory_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                      if line.startswith("MemTotal")), 0)
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 2**20, 1), "cpu": cpu,
+            "os": platform.platform(), "python": platform.python_version(), "java": java[0] if java else "?",
+            "spark": spark.version, "delta": version("delta-spark"),
+            "spark_master": spark.conf.get("spark.master"), "driver_memory": spark.conf.get("spark.driver.memory"),
+            "load_at_start": round(os.getloadavg()[0], 2)}
+
+
+class Run:
+    """The results document, rewritten after every step so an interrupted run keeps what it measured."""
+
+    def __init__(self, out: Path, steps: int) -> None:
+        self.out, self.steps, self.step = out, steps, 0
+        self.doc: dict = {"measured_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "sizes": []}
+
+    def begin(self, what: str) -> None:
+        self.step += 1
+        log.info("[%d/%d] %s", self.step, self.steps, what)
+
+    def save(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "bench.json").write_text(json.dumps(self.doc, indent=2) + "\n")
+        (self.out / "bench.html").write_text(render(self.doc))
+
+
+def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
+    from bench import measures
+    from spark_apps.marketplace.pipeline import PIPELINE
+    from spark_apps.spark_session import get_spark
+    from spark_apps.topics import ensure_topic
+
+    ensure_topic(settings)
+    spark = get_spark(settings, "kappa-bench")
+    doc = run.doc
+    doc["machine"] = machine_facts(spark)
+    doc["settings"] = {"topic_partitions": settings.topic_partitions, "max_offsets_per_trigger": args.batch,
+                       "shuffle_partitions": settings.spark_shuffle_partitions,
+                       "trigger_interval_s": settings.trigger_interval_s}
+    produced = 0
+    for index, size in enumerate(args.sizes):
+        entry: dict = {"events": size}
+        doc["sizes"].append(entry)
+        run.begin(f"producing {size - produced:,} events (log size {size:,}) from Python")
+        entry["produced"] = measures.produce_events(settings, size - produced, seed=11 + index)
+        produced = size
+        if index == 0:
+            doc["producer"] = entry["produced"]
+            run.begin("raw Kafka read of the whole log by Spark")
+            doc["raw_kafka_read"] = measures.raw_kafka_read(spark, settings)
+            run.begin("the limit: plain Kafka -> Parquet streaming append")
+            doc["limit"] = measures.plain_append_limit(spark, settings, settings.home / "limit")
+            run.save()
+        run.begin(f"the platform's stream catching up to {size:,} events")
+        entry["stream"] = measures.platform_stream(spark, settings, PIPELINE)
+        if index == 0:
+            doc["platform"] = entry["stream"]
+            doc["platform_to_limit"] = round(doc["platform"]["records_per_s"] / doc["limit"]["records_per_s"], 3)
+        run.save()
+        run.begin(f"batch recompute and reconciliation at {size:,} events")
+        entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, PIPELINE)
+        doc["growth"] = stats.growth({s["events"]: s["recompute_and_reconcile"]["seconds"] for s in doc["sizes"]})
+        run.save()
+    doc["latency"] = []
+    for index, rate in enumerate(args.rates):
+        run.begin(f"end-to-end latency at {rate:,} events/s for {args.latency_seconds}s, continuous trigger")
+        doc["latency"].append(measures.end_to_end_latency(spark, settings, PIPELINE, rate, args.latency_seconds,
+                                                          seed=101 + index))
+        run.save()
+    run.begin("gold MERGE cost against table size, from the Delta history")
+    doc["merge_cost"] = measures.merge_costs(spark, settings, PIPELINE)
+    doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
+    run.save()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("py4j", "kafka", "great_expectations"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from spark_apps.broker import EmbeddedBroker
+
+    home = PROJECT_ROOT / "var" / "bench" / f"run-{int(time.time())}"
+    jars = PROJECT_ROOT / "var" / "jars"
+    settings = Settings(home=home, spark_jars_dir=jars / "spark", kafka_jars_dir=jars / "kafka",
+                        kafka_port=free_port(), kafka_controller_port=free_port(), spark_driver_memory="6g",
+                        max_offsets_per_trigger=args.batch)
+    run = Run(args.out, steps=len(args.sizes) * 3 + 2 + len(args.rates) + 1)
+    broker = EmbeddedBroker(settings, stop_with_parent=True)
+    try:
+        broker.start()
+        measure(args, settings, run)
+    except PlatformError as error:
+        print(f"make bench: error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        broker.stop()
+    print(f"results: {args.out / 'bench.json'}; page: {args.out / 'bench.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
