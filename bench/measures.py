@@ -36,14 +36,14 @@ def _kafka_reader(spark, settings: Settings, streaming: bool):
 
 
 def raw_kafka_read(spark, settings: Settings) -> dict:
-    """Every record of the topic read by Spark and thrown away: what reading the log alone costs."""
+    """Every record of the topic read by Spark in one pass and thrown away (a no-op write): what reading the log
+    alone costs. The record count comes from the topic's offsets, not from a second pass."""
+    records = sum(end - start for start, end in partition_offsets(settings).values())
     started = time.monotonic()
-    frame = _kafka_reader(spark, settings, streaming=False).option("endingOffsets", "latest").load()
-    records = frame.count()
-    frame.write.format("noop").mode("overwrite").save()
+    _kafka_reader(spark, settings, streaming=False).option("endingOffsets", "latest").load() \
+        .write.format("noop").mode("overwrite").save()
     seconds = time.monotonic() - started
-    return {"records": records, "seconds": round(seconds, 2), "records_per_s": stats.rate(records, seconds),
-            "note": "one count and one no-op write of the whole topic"}
+    return {"records": records, "seconds": round(seconds, 2), "records_per_s": stats.rate(records, seconds)}
 
 
 def plain_append_limit(spark, settings: Settings, out: Path) -> dict:
