@@ -38,12 +38,13 @@ def _positive_ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
-    parser.add_argument("--sizes", type=_positive_ints, default=[1_000_000],
+    parser.add_argument("--sizes", type=_positive_ints, default=[250_000, 1_000_000],
                         help="log sizes (events) at which to stream, recompute and reconcile, ascending")
     parser.add_argument("--rates", type=_positive_ints, default=[1000, 5000],
                         help="input rates (events/s) for the end-to-end latency runs")
     parser.add_argument("--latency-seconds", type=int, default=60, help="how long each latency run produces")
-    parser.add_argument("--batch", type=int, default=100_000, help="maxOffsetsPerTrigger of the catch-up runs")
+    parser.add_argument("--batch", type=int, default=Settings().max_offsets_per_trigger,
+                        help="maxOffsetsPerTrigger of the limit and the platform (default: the platform's setting)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench.json and bench.html")
     args = parser.parse_args(argv)
     if args.sizes != sorted(set(args.sizes)):
