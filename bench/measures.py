@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from pathlib import Path
 
 from bench import stats
 from spark_apps import lineage
+from spark_apps.errors import PlatformError
 from spark_apps.marketplace.generator import GeneratorConfig
 from spark_apps.pipeline import Pipeline
 from spark_apps.producer import produce
 from spark_apps.settings import Settings
 from spark_apps.streaming import StreamJob
 from spark_apps.topics import partition_offsets
-
-log = logging.getLogger("bench")
 
 
 def produce_events(settings: Settings, events: int, seed: int, rate: float | None = None) -> dict:
@@ -95,12 +93,6 @@ def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
                            "stages": {k: round(v, 3) for k, v in b.stage_seconds.items()}} for b in batches]}
 
 
-def _caught_up(settings: Settings, job: StreamJob) -> bool:
-    done = lineage.committed_batches(job.checkpoint)
-    consumed = lineage.batch_end_offsets(job.checkpoint, done[-1], job.topic) if done else {}
-    return all(consumed.get(p, 0) >= end for p, (_, end) in partition_offsets(settings, job.topic).items())
-
-
 def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: float, seconds: float,
                        seed: int, timeout_s: float = 600) -> dict:
     """Produce at a fixed rate while the stream runs continuously (processing-time trigger); per record, the time
@@ -112,9 +104,9 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
     try:
         produced = produce_events(settings, int(rate * seconds), seed=seed, rate=rate)
         deadline = time.monotonic() + timeout_s
-        while not _caught_up(settings, job):
+        while not lineage.caught_up(settings, job.checkpoint, job.topic):
             if not query.isActive or time.monotonic() > deadline:
-                raise RuntimeError(f"the stream did not catch up within {timeout_s:.0f}s of the {rate:.0f}/s run")
+                raise PlatformError(f"the stream did not catch up within {timeout_s:.0f}s of the {rate:.0f}/s run")
             time.sleep(0.5)
     finally:
         query.stop()

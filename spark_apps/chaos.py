@@ -203,11 +203,7 @@ class Lab:
 
     def caught_up(self) -> bool:
         """Spark's commit log covers the whole log: every record produced so far went through a micro-batch."""
-        from spark_apps.topics import partition_offsets
-
-        done = self.committed()
-        consumed = lineage.batch_end_offsets(self.checkpoint, done[-1], self.settings.events_topic) if done else {}
-        return all(consumed.get(p, 0) >= end for p, (_, end) in partition_offsets(self.settings).items())
+        return lineage.caught_up(self.settings, self.checkpoint, self.settings.events_topic)
 
     def batch_estimate_s(self) -> float:
         return statistics.median(self.batch_seconds) if self.batch_seconds else FIRST_BATCH_GUESS_S

@@ -76,6 +76,15 @@ def batch_start_offsets(checkpoint: Path, batch_id: int, topic: str) -> dict[int
     return initial_offsets(checkpoint, topic)
 
 
+def caught_up(settings, checkpoint: Path, topic: str) -> bool:
+    """Spark's commit log covers the whole log: every record in ``topic`` now went through a committed batch."""
+    from spark_apps.topics import partition_offsets
+
+    done = committed_batches(checkpoint)
+    consumed = batch_end_offsets(checkpoint, done[-1], topic) if done else {}
+    return all(consumed.get(p, 0) >= end for p, (_, end) in partition_offsets(settings, topic).items())
+
+
 def position_at(spark, table_path: str, version: int | None = None) -> StreamPosition:
     """The stream position recorded by the newest stream commit at or before ``version``."""
     from delta.tables import DeltaTable
