@@ -6,14 +6,14 @@ import time
 from pathlib import Path
 
 from bench import stats
-from spark_apps import lineage
-from spark_apps.errors import PlatformError
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import Settings
+from spark_apps.io import lineage
+from spark_apps.io.producer import produce
+from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.generator import GeneratorConfig
-from spark_apps.pipeline import Pipeline
-from spark_apps.producer import produce
-from spark_apps.settings import Settings
-from spark_apps.streaming import StreamJob
-from spark_apps.topics import partition_offsets
+from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.stream.job import StreamJob
 
 
 def produce_events(settings: Settings, events: int, seed: int, rate: float | None = None) -> dict:
@@ -128,7 +128,7 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
 
 def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:
     """The audit DAG's work: batch recompute from the log, then the comparison with every stream table."""
-    from spark_apps.auditor import audit
+    from spark_apps.audit.run import audit
 
     started = time.monotonic()
     run = audit(spark, settings, pipeline)
@@ -140,7 +140,7 @@ def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> di
 
 def merge_costs(spark, settings: Settings, pipeline: Pipeline) -> dict:
     """Per gold table, every MERGE's cost next to the table's size before it, from the Delta history."""
-    from spark_apps.catalog import table_path
+    from spark_apps.io.catalog import table_path
 
     result = {}
     for gold in pipeline.gold_tables:

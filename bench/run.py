@@ -19,8 +19,8 @@ from pathlib import Path
 
 from bench import stats
 from bench.page import render
-from spark_apps.errors import PlatformError
-from spark_apps.settings import PROJECT_ROOT, Settings
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import PROJECT_ROOT, Settings
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 log = logging.getLogger("bench")
@@ -92,9 +92,9 @@ class Run:
 
 def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     from bench import measures
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.io.topics import ensure_topic
     from spark_apps.marketplace.pipeline import PIPELINE
-    from spark_apps.spark_session import get_spark
-    from spark_apps.topics import ensure_topic
 
     ensure_topic(settings)
     spark = get_spark(settings, "kappa-bench")
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     for noisy in ("py4j", "kafka", "great_expectations"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from spark_apps.broker import EmbeddedBroker
+    from spark_apps.services.broker import EmbeddedBroker
 
     home = PROJECT_ROOT / "var" / "bench" / f"run-{int(time.time())}"
     jars = PROJECT_ROOT / "var" / "jars"

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from airflow.sdk import dag, task
 
-from spark_apps.orchestration import dag_arguments, dbt_source_views, serving_asset
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.orchestration.tasks import dag_arguments, dbt_source_views, serving_asset
 
 SETTINGS = Settings.from_env()
 SOURCES = [serving_asset(SETTINGS.pipeline, view) for view in dbt_source_views(SETTINGS)]
@@ -38,21 +38,21 @@ def kappa_dbt():
     @task
     def freshness() -> dict:
         """dbt source freshness of the serving views (the outcome, even a failed one, goes to the verdict)."""
-        from spark_apps.orchestration import run_kappa
+        from spark_apps.orchestration.tasks import run_kappa
 
         return run_kappa("dbt", "freshness", expect_failure_exit=True)
 
     @task
     def build(fresh: dict) -> dict:
         """dbt build: models, data tests and unit tests over the reconciled serving views."""
-        from spark_apps.orchestration import run_kappa
+        from spark_apps.orchestration.tasks import run_kappa
 
         return run_kappa("dbt", "build", expect_failure_exit=True)
 
     @task
     def docs(built: dict) -> dict:
         """The dbt docs site, regenerated after every build."""
-        from spark_apps.orchestration import run_kappa
+        from spark_apps.orchestration.tasks import run_kappa
 
         return run_kappa("dbt", "docs", expect_failure_exit=True)
 

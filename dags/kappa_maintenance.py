@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from airflow.sdk import dag, task
 
-from spark_apps.orchestration import dag_arguments
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.orchestration.tasks import dag_arguments
 
 SETTINGS = Settings.from_env()
 
@@ -30,7 +30,7 @@ def kappa_maintenance():
     @task
     def maintain() -> None:
         """OPTIMIZE and VACUUM every table, then the checkpoint and log-retention checks."""
-        from spark_apps.orchestration import run_kappa_plain
+        from spark_apps.orchestration.tasks import run_kappa_plain
 
         run_kappa_plain("maintain")
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from airflow.sdk import AssetAlias, dag, task
 
-from spark_apps.orchestration import dag_arguments, serving_asset
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.orchestration.tasks import dag_arguments, serving_asset
 
 SETTINGS = Settings.from_env()
 RECONCILED = AssetAlias(f"kappa.{SETTINGS.pipeline}.reconciled")
@@ -39,7 +39,7 @@ def kappa_reconcile():
         """Recompute and reconcile (a child `kappa reconcile` process); skips when the audit is not due."""
         from airflow.sdk.exceptions import AirflowSkipException
 
-        from spark_apps.orchestration import as_of, audit_run_id, run_kappa
+        from spark_apps.orchestration.tasks import as_of, audit_run_id, run_kappa
 
         outcome = run_kappa("reconcile", "--run-id", audit_run_id("kappa_reconcile", dag_run),
                             "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due",
@@ -51,7 +51,7 @@ def kappa_reconcile():
     @task
     def update_serving(outcome: dict) -> dict:
         """Apply the verdict to the serving state of each gold table (alerts on a mismatch)."""
-        from spark_apps.orchestration import run_kappa
+        from spark_apps.orchestration.tasks import run_kappa
 
         return run_kappa("serving", "advance", "--run-id", outcome["run_id"])
 

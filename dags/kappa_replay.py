@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from airflow.sdk import Param, dag, task
 
-from spark_apps.orchestration import dag_arguments
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.orchestration.tasks import dag_arguments
 
 SETTINGS = Settings.from_env()
 
@@ -53,14 +53,14 @@ def kappa_replay():
     @task
     def build_generation(pipeline: str, *, params) -> dict:
         """Stream a new generation from offset 0 (a retry resumes the interrupted build from its checkpoint)."""
-        from spark_apps.orchestration import run_kappa
+        from spark_apps.orchestration.tasks import run_kappa
 
         return run_kappa("replay", "build", "--pipeline", pipeline, "--reason", params["reason"])
 
     @task
     def reconcile_generation(built: dict, *, params, dag_run) -> dict:
         """Prove the new generation; a rerun finds its reconciliation in the ledger by run id."""
-        from spark_apps.orchestration import audit_run_id, run_kappa
+        from spark_apps.orchestration.tasks import audit_run_id, run_kappa
 
         return run_kappa("replay", "reconcile", "--pipeline", params["pipeline"], "--generation", built["generation"],
                          "--run-id", audit_run_id("kappa_replay", dag_run), expect_failure_exit=True)
@@ -79,7 +79,7 @@ def kappa_replay():
 
     @task
     def swap(generation: str, *, params) -> dict:
-        from spark_apps.orchestration import run_kappa
+        from spark_apps.orchestration.tasks import run_kappa
 
         return run_kappa("replay", "swap", "--pipeline", params["pipeline"], "--generation", generation,
                          "--reason", params["reason"])
@@ -87,8 +87,8 @@ def kappa_replay():
     @task
     def restart_stream(swapped: dict) -> str:
         """The supervised stream (`KAPPA_PIPELINE`) keeps the active generation: one still running the old restarts."""
-        from spark_apps.settings import Settings
-        from spark_apps.supervisor import start_stream, stop_stream
+        from spark_apps.core.settings import Settings
+        from spark_apps.ops.supervisor import start_stream, stop_stream
 
         settings = Settings.from_env()
         restarted = stop_stream(settings, timeout_s=120)

@@ -17,8 +17,8 @@ import datetime as dt
 
 from airflow.sdk import dag, task
 
-from spark_apps.orchestration import dag_arguments
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.orchestration.tasks import dag_arguments
 
 SETTINGS = Settings.from_env()
 
@@ -38,8 +38,8 @@ def kappa_stream_supervisor():
 
         from airflow.sdk.exceptions import AirflowFailException
 
-        from spark_apps.settings import Settings
-        from spark_apps.supervisor import supervise as check
+        from spark_apps.core.settings import Settings
+        from spark_apps.ops.supervisor import supervise as check
 
         health = check(Settings.from_env(), start=True)
         if health.status not in ("ok", "started"):

@@ -10,8 +10,8 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from spark_apps.errors import PlatformError
-from spark_apps.settings import Settings
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import Settings
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _broker(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.broker import EmbeddedBroker
+    from spark_apps.services.broker import EmbeddedBroker
 
     broker = EmbeddedBroker(settings)
     if args.action == "start":
@@ -43,7 +43,7 @@ def _broker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _topic(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.topics import ensure_topic, partition_offsets
+    from spark_apps.io.topics import ensure_topic, partition_offsets
 
     state = ensure_topic(settings, args.name, args.partitions)
     verb = "created" if state.created else "exists, config checked"
@@ -57,9 +57,9 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     import time
     from pathlib import Path
 
+    from spark_apps.io.producer import produce
+    from spark_apps.io.topics import ensure_topic
     from spark_apps.marketplace.generator import GeneratorConfig
-    from spark_apps.producer import produce
-    from spark_apps.topics import ensure_topic
 
     total = args.events
     if args.duration is not None:
@@ -79,10 +79,10 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _stream(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.generations import resolve
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.spark_session import get_spark
-    from spark_apps.streaming import StreamJob
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.serving.generations import resolve
+    from spark_apps.stream.job import StreamJob
 
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     if args.reset and not args.yes:
@@ -102,7 +102,7 @@ def _stream(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _supervise(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.supervisor import status_line, stop_stream, supervise
+    from spark_apps.ops.supervisor import status_line, stop_stream, supervise
 
     if args.stop:
         stopped = stop_stream(settings)
@@ -114,9 +114,9 @@ def _supervise(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.catalog import existing_table_path
-    from spark_apps.lineage import position_at
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.catalog import existing_table_path
+    from spark_apps.io.lineage import position_at
+    from spark_apps.io.spark_session import get_spark
 
     path = existing_table_path(settings, args.table)
     spark = get_spark(settings, app_name="kappa-lineage")
@@ -125,12 +125,13 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps import ledger, serving
-    from spark_apps.auditor import audit, summary_lines
-    from spark_apps.generations import resolve
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.report import report_path
-    from spark_apps.spark_session import get_spark
+    from spark_apps.audit import ledger
+    from spark_apps.audit.report import report_path
+    from spark_apps.audit.run import audit, summary_lines
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.serving import state as serving
+    from spark_apps.serving.generations import resolve
 
     if args.version is not None and args.table is None:
         raise PlatformError("--version needs --table (the stream table whose version to audit)")
@@ -172,9 +173,9 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serving(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps import serving
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.serving import state as serving
 
     spark = get_spark(settings, app_name="kappa-serving")
     if args.action == "advance":
@@ -205,9 +206,9 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _replay(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps import generations, replay
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.serving import generations, replay
 
     spec = args.pipeline or settings.pipeline
     pipeline = load_pipeline(spec)
@@ -288,8 +289,8 @@ def _now():
 
 
 def _alerts(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.alerts import alert_line, recent_alerts
-    from spark_apps.spark_session import get_spark
+    from spark_apps.alerts.dispatch import alert_line, recent_alerts
+    from spark_apps.io.spark_session import get_spark
 
     rows = recent_alerts(get_spark(settings, app_name="kappa-alerts"), settings, args.limit)
     print("\n".join(alert_line(row) for row in rows) or "no alerts recorded")
@@ -297,9 +298,9 @@ def _alerts(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _maintain(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.maintenance import maintain, summary_lines
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.ops.maintenance import maintain, summary_lines
+    from spark_apps.pipeline.declaration import load_pipeline
 
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     spark = get_spark(settings, app_name=f"kappa-maintain-{pipeline.name}")
@@ -312,9 +313,9 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _dbt(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.dbt_runner import COMMANDS, DbtRefused, docs_index, run_dbt
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, docs_index, run_dbt
 
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     spark = get_spark(settings, app_name=f"kappa-dbt-{pipeline.name}")
@@ -339,7 +340,7 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _airflow(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps import airflow_standalone as airflow
+    from spark_apps.services import airflow_standalone as airflow
 
     if args.action == "start":
         running = airflow.start(settings)
@@ -360,7 +361,7 @@ def _airflow(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cluster(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps import cluster
+    from spark_apps.services import cluster
 
     if args.action == "up":
         started = cluster.start(settings)
@@ -388,7 +389,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _chaos(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.chaos import ChaosPlan, run_chaos
+    from spark_apps.lab.chaos import ChaosPlan, run_chaos
 
     plan = ChaosPlan(kills=args.kills, events=args.events, seed=args.seed, scenarios=tuple(args.scenario or ()))
     results = run_chaos(settings, plan)
@@ -415,8 +416,8 @@ def _schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from spark_apps.chaos import SCENARIOS
-    from spark_apps.dbt_runner import COMMANDS
+    from spark_apps.lab.chaos import SCENARIOS
+    from spark_apps.serving.dbt_runner import COMMANDS
 
     parser = _Parser(prog="kappa", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)

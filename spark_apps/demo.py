@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
 
 DEMO_EVENTS = 20_000
 # Simulated event-time rate: 20,000 events then span about eight minutes, so several windows.
@@ -30,19 +30,19 @@ def _compare_with_manifest(spark, tables, manifest) -> None:
 
 
 def run_demo(settings: Settings) -> int:
-    from spark_apps import serving
-    from spark_apps.auditor import audit, summary_lines
-    from spark_apps.broker import EmbeddedBroker
-    from spark_apps.catalog import table_path
-    from spark_apps.dbt_runner import COMMANDS, docs_index, run_dbt
-    from spark_apps.lineage import position_at
+    from spark_apps.audit.report import write_report
+    from spark_apps.audit.run import audit, summary_lines
+    from spark_apps.io.catalog import table_path
+    from spark_apps.io.lineage import position_at
+    from spark_apps.io.producer import produce
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.io.topics import ensure_topic, partition_offsets
     from spark_apps.marketplace.generator import GeneratorConfig
-    from spark_apps.pipeline import load_pipeline
-    from spark_apps.producer import produce
-    from spark_apps.report import write_report
-    from spark_apps.spark_session import get_spark
-    from spark_apps.streaming import StreamJob
-    from spark_apps.topics import ensure_topic, partition_offsets
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.services.broker import EmbeddedBroker
+    from spark_apps.serving import state as serving
+    from spark_apps.serving.dbt_runner import COMMANDS, docs_index, run_dbt
+    from spark_apps.stream.job import StreamJob
 
     _step(f"starting the embedded Kafka broker (KRaft) on {settings.kafka_bootstrap_servers}")
     broker = EmbeddedBroker(settings)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps.settings import PROJECT_ROOT, Settings
+from spark_apps.core.settings import PROJECT_ROOT, Settings
 
 
 def free_port() -> int:
@@ -34,7 +34,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest.fixture(scope="session")
 def kafka_broker(settings: Settings):
-    from spark_apps.broker import EmbeddedBroker
+    from spark_apps.services.broker import EmbeddedBroker
 
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     broker.start()
@@ -44,7 +44,7 @@ def kafka_broker(settings: Settings):
 
 @pytest.fixture(scope="session")
 def spark(settings: Settings):
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.spark_session import get_spark
 
     session = get_spark(settings, app_name="kappa-tests")
     yield session
@@ -54,7 +54,7 @@ def spark(settings: Settings):
 @pytest.fixture
 def make_topic(kafka_broker, settings: Settings):
     """Creates correctly configured topics for one test, ``make_topic(name, partitions)``, and deletes them after."""
-    from spark_apps.topics import admin_client, ensure_topic
+    from spark_apps.io.topics import admin_client, ensure_topic
 
     created: list[str] = []
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.event_schema import EventSchema, FieldSpec
-from spark_apps.pipeline import GoldTable, Pipeline
+from spark_apps.pipeline.declaration import GoldTable, Pipeline
+from spark_apps.pipeline.event_schema import EventSchema, FieldSpec
 
 READING = "reading"
 HOUR_S = 3600

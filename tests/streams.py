@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from spark_apps.core.settings import Settings
+from spark_apps.io.producer import produce
 from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.producer import produce
-from spark_apps.settings import Settings
-from spark_apps.streaming import StreamJob
+from spark_apps.stream.job import StreamJob
 
 # Crash points of the shared restarted stream: every stage of foreachBatch, in different batches.
 FAULTS = (("after_bronze", 0), ("after_candidates", 0), ("after_silver", 1), ("after_gold", 1),
@@ -25,7 +25,7 @@ class StreamRun:
 
 
 def fresh_stream_settings(settings: Settings, home, topic_name: str, max_offsets: int) -> Settings:
-    from spark_apps.topics import ensure_topic
+    from spark_apps.io.topics import ensure_topic
 
     ensure_topic(settings, topic_name)
     return settings.with_overrides(events_topic=topic_name, warehouse_dir=home / "warehouse",

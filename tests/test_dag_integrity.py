@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from spark_apps.airflow_env import airflow_environment
-from spark_apps.settings import PROJECT_ROOT, Settings
+from spark_apps.core.settings import PROJECT_ROOT, Settings
+from spark_apps.services.airflow_env import airflow_environment
 
 DAGS = {"kappa_reconcile", "kappa_stream_supervisor", "kappa_maintenance", "kappa_replay", "kappa_dbt"}
 

@@ -6,14 +6,14 @@ from it, and ``kappa schema`` prints it for the docs.
 
 from __future__ import annotations
 
-from spark_apps.event_schema import (
+from spark_apps.pipeline.event_schema import (
     TIMESTAMP_SPARK_FORMAT,
     VALIDATION_ORDER_DOC,
     EventSchema,
     FieldSpec,
     Reason,
 )
-from spark_apps.event_schema import markdown_table as _markdown_table
+from spark_apps.pipeline.event_schema import markdown_table as _markdown_table
 
 __all__ = ["EVENT_TIME_SPARK_FORMAT", "EVENT_TYPES", "FIELDS", "FIELDS_BY_NAME", "LATEST_SCHEMA_VERSION",
            "ORDER_PLACED", "ORDER_REFUNDED", "PAYMENT_CAPTURED", "SCHEMA", "SCHEMA_VERSIONS",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_apps.core.settings import Settings
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
-from spark_apps.pipeline import GoldTable, Pipeline
-from spark_apps.settings import Settings
+from spark_apps.pipeline.declaration import GoldTable, Pipeline
 
 
 def _amount_if(event_type: str) -> Column:

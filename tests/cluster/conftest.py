@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_apps.settings import PROJECT_ROOT, Settings
+from spark_apps.core.settings import PROJECT_ROOT, Settings
 from tests.conftest import free_port
 
 
@@ -37,7 +37,7 @@ def _bindable(port: int) -> bool:
 @pytest.fixture(scope="session")
 def cluster_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """A running cluster (3 KRaft nodes, a Spark master, 2 workers); the settings name it, not yet the apps."""
-    from spark_apps import cluster
+    from spark_apps.services import cluster
 
     jars = PROJECT_ROOT / "var" / "jars"
     nodes = Settings.cluster_kafka_nodes
@@ -59,7 +59,7 @@ def cluster_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setti
 @pytest.fixture(scope="session")
 def cluster_app_settings(cluster_settings: Settings) -> Settings:
     """What an app sees after sourcing ``cluster.env``: the cluster's brokers and master, and nothing else."""
-    from spark_apps import cluster
+    from spark_apps.services import cluster
 
     return cluster.app_settings(cluster_settings)
 
@@ -67,7 +67,7 @@ def cluster_app_settings(cluster_settings: Settings) -> Settings:
 @pytest.fixture(scope="session")
 def cluster_spark(cluster_app_settings: Settings):
     """The test session's own driver, with its executor on a worker of the standalone master."""
-    from spark_apps.spark_session import get_spark
+    from spark_apps.io.spark_session import get_spark
 
     session = get_spark(cluster_app_settings, app_name="kappa-cluster-tests")
     yield session

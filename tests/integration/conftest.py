@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_apps.auditor import AuditRun, audit
+from spark_apps.audit.run import AuditRun, audit
+from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.streaming import StreamFailed
-from spark_apps.topics import admin_client
+from spark_apps.stream.job import StreamFailed
 from tests.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
 from tests.webhook import WebhookReceiver
 

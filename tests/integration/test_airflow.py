@@ -15,13 +15,13 @@ import uuid
 
 import pytest
 
-from spark_apps import serving
-from spark_apps.airflow_env import airflow_environment
-from spark_apps.catalog import table_path
+from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.cli import main
-from spark_apps.ledger import LEDGER_TABLE
+from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.settings import PROJECT_ROOT
+from spark_apps.services.airflow_env import airflow_environment
+from spark_apps.serving import state as serving
 from tests.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,7 @@ PROBE = PROJECT_ROOT / "tests" / "airflow_probe.py"
 @pytest.fixture(scope="module")
 def served(kafka_broker, spark, settings, tmp_path_factory, webhook):
     """A small stream of its own (own topic, warehouse and Airflow metadata DB), K=2 for serving."""
-    from spark_apps.topics import admin_client
+    from spark_apps.io.topics import admin_client
 
     home = tmp_path_factory.mktemp("airflow-stream")
     topic = f"test.airflow.{uuid.uuid4().hex[:8]}"
@@ -203,7 +203,7 @@ def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconcili
 def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_it(spark, served):
     """The manual replay DAG, confirmed: the rebuilt generation is exact (the stream's corrupted row is not in the
     log), so every view moves to it in its mode; no supervised stream ran, so none is started."""
-    from spark_apps import generations
+    from spark_apps.serving import generations
 
     stream_settings, env = served
     before = serving.current(spark, stream_settings, PIPELINE.name)

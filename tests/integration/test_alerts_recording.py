@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from spark_apps.alerts import (
+from spark_apps.alerts.dispatch import (
     ALERTS_TABLE,
     Alert,
     alert_line,
@@ -19,9 +19,9 @@ from spark_apps.alerts import (
     record_pending,
     runbook,
 )
-from spark_apps.catalog import ensure_table, table_path
 from spark_apps.cli import main
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.io.catalog import ensure_table, table_path
 
 pytestmark = pytest.mark.integration
 

@@ -5,16 +5,16 @@ import json
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from spark_apps.broker import EmbeddedBroker
-from spark_apps.errors import BrokerError, TopicConfigError
-from spark_apps.settings import Settings
-from spark_apps.topics import (
+from spark_apps.core.errors import BrokerError, TopicConfigError
+from spark_apps.core.settings import Settings
+from spark_apps.io.topics import (
     REQUIRED_TOPIC_CONFIGS,
     admin_client,
     ensure_topic,
     partition_offsets,
     topic_configs,
 )
+from spark_apps.services.broker import EmbeddedBroker
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

@@ -13,12 +13,12 @@ import shutil
 
 import pytest
 
-from spark_apps.chaos import kill_at_random_moment, kill_at_stage, new_lab, table_versions, verify
-from spark_apps.checker import check_tables, summary_line
-from spark_apps.fencing import FencedOut
-from spark_apps.lineage import committed_batches
-from spark_apps.streaming import CheckpointMismatch, StreamFailed, StreamJob
-from spark_apps.topics import admin_client
+from spark_apps.io.fencing import FencedOut
+from spark_apps.io.lineage import committed_batches
+from spark_apps.io.topics import admin_client
+from spark_apps.lab.chaos import kill_at_random_moment, kill_at_stage, new_lab, table_versions, verify
+from spark_apps.lab.checker import check_tables, summary_line
+from spark_apps.stream.job import CheckpointMismatch, StreamFailed, StreamJob
 
 pytestmark = pytest.mark.integration
 

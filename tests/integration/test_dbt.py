@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from spark_apps import serving
-from spark_apps.catalog import table_path
-from spark_apps.dbt_runner import COMMANDS, DbtRefused, run_dbt
+from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.serving import state as serving
+from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, run_dbt
 
 pytestmark = pytest.mark.integration
 NET_RULE = "expression_is_true_stg_merchant_revenue_net_cents_gross_cents_refunds_cents"

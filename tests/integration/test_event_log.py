@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from spark_apps.io.producer import produce
+from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
-from spark_apps.producer import produce
-from spark_apps.topics import partition_offsets
 from tests.expected import event_time
 
 pytestmark = pytest.mark.integration

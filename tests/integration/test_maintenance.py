@@ -10,14 +10,14 @@ import uuid
 
 import pytest
 
-from spark_apps.alerts import ALERTS_TABLE
-from spark_apps.catalog import ensure_table, table_path
+from spark_apps.alerts.dispatch import ALERTS_TABLE
+from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.cli import main
-from spark_apps.ledger import LEDGER_TABLE
-from spark_apps.maintenance import CHECKPOINT, LOG_RETENTION, check_checkpoint, check_log_retention, maintain
+from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io.topics import admin_client, ensure_topic, partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.streaming import APP_ID_FILE, StreamJob
-from spark_apps.topics import admin_client, ensure_topic, partition_offsets
+from spark_apps.ops.maintenance import CHECKPOINT, LOG_RETENTION, check_checkpoint, check_log_retention, maintain
+from spark_apps.stream.job import APP_ID_FILE, StreamJob
 
 pytestmark = pytest.mark.integration
 TABLES = PIPELINE.tables()
@@ -29,7 +29,7 @@ COMMITS_SCHEMA = ("pipeline string, app_id string, batch_id bigint, topic string
 @pytest.fixture(scope="module")
 def topic(kafka_broker, settings):
     """A topic holding three records per partition."""
-    from spark_apps.producer import make_producer
+    from spark_apps.io.producer import make_producer
 
     name = f"test.maintenance.{uuid.uuid4().hex[:8]}"
     ensure_topic(settings, name, partitions=2)

@@ -15,11 +15,11 @@ from collections import defaultdict
 
 import pytest
 
+from spark_apps.io.producer import make_producer
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS
-from spark_apps.pipeline import Pipeline, load_pipeline
-from spark_apps.producer import make_producer
-from spark_apps.streaming import StreamJob
+from spark_apps.pipeline.declaration import Pipeline, load_pipeline
+from spark_apps.stream.job import StreamJob
 from tests.expected import UTC, as_utc
 
 pytestmark = pytest.mark.integration

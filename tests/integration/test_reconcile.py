@@ -8,16 +8,16 @@ import uuid
 
 import pytest
 
-from spark_apps.auditor import audit
-from spark_apps.batch import RetentionError, align, check_retention, recompute, stream_tables
-from spark_apps.catalog import table_path
+from spark_apps.audit.diff import EXTRA, KINDS, MISMATCH, MISSING
+from spark_apps.audit.ledger import LEDGER_TABLE
+from spark_apps.audit.recompute import RetentionError, align, check_retention, recompute, stream_tables
+from spark_apps.audit.run import audit
 from spark_apps.cli import main
-from spark_apps.errors import PlatformError
-from spark_apps.ledger import LEDGER_TABLE
-from spark_apps.lineage import StreamPosition, batch_end_offsets, position_at
+from spark_apps.core.errors import PlatformError
+from spark_apps.io.catalog import table_path
+from spark_apps.io.lineage import StreamPosition, batch_end_offsets, position_at
+from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.reconcile import EXTRA, KINDS, MISMATCH, MISSING
-from spark_apps.topics import partition_offsets
 
 pytestmark = pytest.mark.integration
 
@@ -204,8 +204,8 @@ def test_a_wrong_reconcile_argument_is_one_line(capsys):
 def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, settings, make_topic, tmp_path):
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    from spark_apps.producer import make_producer
-    from spark_apps.topics import admin_client
+    from spark_apps.io.producer import make_producer
+    from spark_apps.io.topics import admin_client
 
     local = settings.with_overrides(warehouse_dir=tmp_path / "warehouse")
     topic = make_topic(f"test.retention.{uuid.uuid4().hex[:8]}", partitions=1)

@@ -5,9 +5,9 @@ import json
 import pytest
 from kafka import KafkaProducer
 
-from spark_apps.catalog import register_warehouse_tables, table_path
-from spark_apps.kafka_io import read_log_range
-from spark_apps.topics import partition_offsets
+from spark_apps.io.catalog import register_warehouse_tables, table_path
+from spark_apps.io.log_reader import read_log_range
+from spark_apps.io.topics import partition_offsets
 
 pytestmark = pytest.mark.integration
 

@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from spark_apps.kafka_io import read_log_range
-from spark_apps.lineage import batch_end_offsets, batch_start_offsets, committed_batches, position_at
+from spark_apps.io.lineage import batch_end_offsets, batch_start_offsets, committed_batches, position_at
+from spark_apps.io.log_reader import read_log_range
 from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.streaming import CheckpointMismatch, StreamJob
+from spark_apps.stream.job import CheckpointMismatch, StreamJob
 from tests.expected import as_utc, customer_sessions, merchant_revenue, order_status
 from tests.streams import FAULTS
 

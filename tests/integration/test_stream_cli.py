@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from spark_apps.io.producer import produce
 from spark_apps.marketplace.generator import GeneratorConfig
-from spark_apps.producer import produce
 
 pytestmark = pytest.mark.integration
 

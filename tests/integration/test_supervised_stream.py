@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
+from spark_apps.io.producer import produce
 from spark_apps.marketplace.generator import GeneratorConfig
-from spark_apps.producer import produce
-from spark_apps.supervisor import (
+from spark_apps.ops.supervisor import (
     lag_by_partition,
     log_end_offsets,
     log_path,

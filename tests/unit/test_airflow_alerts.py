@@ -12,7 +12,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from spark_apps.settings import PROJECT_ROOT
+from spark_apps.core.settings import PROJECT_ROOT
 from tests.webhook import WebhookReceiver
 
 
@@ -24,7 +24,7 @@ def airflow_alerts(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
     handlers, level = list(root.handlers), root.level
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow-home")))
-        module = importlib.import_module("spark_apps.airflow_alerts")
+        module = importlib.import_module("spark_apps.orchestration.notifier")
     root.handlers[:] = handlers
     root.setLevel(level)
     return module
@@ -76,7 +76,7 @@ def test_the_notifier_is_an_airflow_notifier_that_sends_the_failure_and_keeps_it
 
 
 def test_importing_the_notifier_loads_neither_spark_nor_kafka(tmp_path):
-    probe = ("import sys, spark_apps.airflow_alerts; "
+    probe = ("import sys, spark_apps.orchestration.notifier; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'delta', 'kafka'}))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=PROJECT_ROOT,
                           env={"PATH": "/usr/bin:/bin", "AIRFLOW_HOME": str(tmp_path)}, timeout=120)

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from spark_apps.airflow_env import airflow_environment
-from spark_apps.airflow_standalone import components, is_healthy
-from spark_apps.settings import PROJECT_ROOT, Settings
+from spark_apps.core.settings import PROJECT_ROOT, Settings
+from spark_apps.services.airflow_env import airflow_environment
+from spark_apps.services.airflow_standalone import components, is_healthy
 
 SETTINGS = Settings(home=Path("/srv/kappa"), airflow_port=18080, airflow_log_server_port=18793)
 

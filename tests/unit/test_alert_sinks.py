@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps import alert_sinks
-from spark_apps.alert_sinks import Delivery, deliver, pagerduty_payload, slack_payload, webhook_payload
-from spark_apps.alerts import Alert, runbook
-from spark_apps.settings import Settings
+from spark_apps.alerts.dispatch import Alert, runbook
+from spark_apps.alerts import sinks as alert_sinks
+from spark_apps.alerts.sinks import Delivery, deliver, pagerduty_payload, slack_payload, webhook_payload
+from spark_apps.core.settings import Settings
 
 
 @dataclass
@@ -176,7 +176,7 @@ def test_a_client_error_is_not_retried_and_its_answer_is_kept(receiver, tmp_path
 def test_a_refused_connection_fails_that_sink_only_and_is_logged_with_its_reason(receiver, tmp_path, caplog):
     alert = an_alert()
     settings = sinks(tmp_path, receiver.url, alert_webhook_url=closed_port_url(), alert_retries=1)
-    with caplog.at_level(logging.ERROR, logger="spark_apps.alert_sinks"):
+    with caplog.at_level(logging.ERROR, logger="spark_apps.alerts.sinks"):
         webhook, slack, pagerduty = deliver(settings, alert)
     assert (webhook.ok, webhook.status, webhook.attempts) == (False, None, 2)
     assert "Connection refused" in webhook.error

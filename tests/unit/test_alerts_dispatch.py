@@ -9,9 +9,9 @@ import re
 import socket
 from pathlib import Path
 
-from spark_apps.alert_sinks import Delivery
-from spark_apps.alerts import Alert, alert_line, dispatch, outbox_line, outbox_rows, runbook
-from spark_apps.settings import PROJECT_ROOT, Settings
+from spark_apps.alerts.dispatch import Alert, alert_line, dispatch, outbox_line, outbox_rows, runbook
+from spark_apps.alerts.sinks import Delivery
+from spark_apps.core.settings import PROJECT_ROOT, Settings
 
 
 def closed_port_url(path: str) -> str:

@@ -2,7 +2,7 @@
 
 import uuid
 
-from spark_apps import broker
+from spark_apps.services import broker
 
 
 def test_a_cluster_id_never_starts_with_a_dash_the_storage_tool_would_read_as_an_option(monkeypatch):

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from spark_apps.broker import BrokerPaths, EmbeddedBroker, KafkaNode, KafkaQuorum, server_properties
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.services.broker import BrokerPaths, EmbeddedBroker, KafkaNode, KafkaQuorum, server_properties
 
 NODES = tuple(KafkaNode(n, "127.0.0.1", 19091 + n, 19191 + n, f"dir{n}") for n in (1, 2, 3))
 QUORUM = KafkaQuorum("clusterid", NODES, min_insync_replicas=2)

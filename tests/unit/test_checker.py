@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from spark_apps.checker import check, check_table, detail_lines, expectations, record_values, summary_line
+from spark_apps.lab.checker import check, check_table, detail_lines, expectations, record_values, summary_line
 from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
-from spark_apps.pipeline import TableNames
+from spark_apps.pipeline.declaration import TableNames
 
 TABLES = TableNames()
 CONFIG = GeneratorConfig(seed=5, total_events=600, late_rate=0.03, malformed_rate=0.03, duplicate_rate=0.04,

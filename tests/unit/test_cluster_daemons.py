@@ -4,8 +4,8 @@ import socket
 
 import pytest
 
-from spark_apps import cluster
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.services import cluster
 
 
 def test_a_taken_master_port_is_refused_instead_of_spark_moving_to_the_next_one(tmp_path):

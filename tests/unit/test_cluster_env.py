@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from spark_apps import cluster
 from spark_apps.cli import main
-from spark_apps.errors import SettingsError
-from spark_apps.settings import Settings
-from spark_apps.spark_session import executor_conf
+from spark_apps.core.errors import SettingsError
+from spark_apps.core.settings import Settings
+from spark_apps.io.spark_session import executor_conf
+from spark_apps.services import cluster
 
 
 def test_the_printed_env_points_the_apps_at_every_broker_and_the_master():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from spark_apps.errors import TopicConfigError
-from spark_apps.settings import Settings
-from spark_apps.topics import check_topic_durability, durability_configs
+from spark_apps.core.errors import TopicConfigError
+from spark_apps.core.settings import Settings
+from spark_apps.io.topics import check_topic_durability, durability_configs
 
 
 class FakeAdmin:

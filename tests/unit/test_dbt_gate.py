@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from spark_apps.dbt_runner import refusals
-from spark_apps.orchestration import dbt_source_views
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.orchestration.tasks import dbt_source_views
+from spark_apps.serving.dbt_runner import refusals
 
 VIEWS = {"gold.merchant_revenue": "serving.merchant_revenue", "gold.order_status": "serving.order_status"}
 

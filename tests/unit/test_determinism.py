@@ -6,11 +6,11 @@ import pytest
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from spark_apps.determinism import NonDeterministicPlan, assert_deterministic
 from spark_apps.marketplace.events import SCHEMA
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.pipeline import GoldTable, Pipeline, load_pipeline
-from spark_apps.streaming import StreamJob
+from spark_apps.pipeline.declaration import GoldTable, Pipeline, load_pipeline
+from spark_apps.pipeline.determinism import NonDeterministicPlan, assert_deterministic
+from spark_apps.stream.job import StreamJob
 
 
 def silver_events(spark, schema=SCHEMA):

@@ -3,7 +3,8 @@
 import pytest
 from delta.exceptions import ConcurrentDeleteReadException
 
-from spark_apps.maintenance import (
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.ops.maintenance import (
     CHECKPOINT,
     Check,
     MaintenanceReport,
@@ -13,7 +14,6 @@ from spark_apps.maintenance import (
     summary_lines,
     with_retries,
 )
-from spark_apps.marketplace.pipeline import PIPELINE
 
 APP = "kappa-marketplace-1"
 

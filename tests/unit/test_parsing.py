@@ -13,9 +13,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, TimestampType
 from pyspark.testing import assertDataFrameEqual
 
-from spark_apps.event_schema import EventSchema, FieldSpec, Reason
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
-from spark_apps.parsing import dead_letters, event_columns, parse_records, valid_events
+from spark_apps.pipeline.event_schema import EventSchema, FieldSpec, Reason
+from spark_apps.transforms.parsing import dead_letters, event_columns, parse_records, valid_events
 
 RAW_COLUMNS = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                "timestampType int")

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from spark_apps.reconcile import EXTRA, MISMATCH, MISSING, bucket_sql, diff_table
+from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, bucket_sql, diff_table
 
 SCHEMA = "merchant_id string, window_start timestamp, net_cents long"
 W0, W1 = dt.datetime(2026, 1, 1, 0, 0), dt.datetime(2026, 1, 1, 0, 1)

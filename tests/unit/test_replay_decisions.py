@@ -3,7 +3,7 @@ rollback serve, and what they refuse."""
 
 import pytest
 
-from spark_apps.generations import (
+from spark_apps.serving.generations import (
     ACTIVE,
     BUILDING,
     BUILT,
@@ -24,8 +24,8 @@ from spark_apps.generations import (
     swap_run_of,
     unfinished,
 )
-from spark_apps.replay import ReconciledTable, rollback_decisions, swap_decisions
-from spark_apps.serving import KAPPA, LAMBDA, Decision
+from spark_apps.serving.replay import ReconciledTable, rollback_decisions, swap_decisions
+from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 
 P = "marketplace"
 
@@ -145,7 +145,7 @@ def test_a_rollback_refuses_without_a_swap_or_an_earlier_view():
 
 
 def test_status_lists_the_base_generation_first_and_marks_the_active_one():
-    from spark_apps.replay import status_lines
+    from spark_apps.serving.replay import status_lines
 
     assert [line.split()[:3] for line in status_lines([ev("g1", BUILT)])] == [["*", "base", "active"],
                                                                                ["g1", "built"]]

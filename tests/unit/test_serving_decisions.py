@@ -2,8 +2,8 @@
 
 import datetime as dt
 
-from spark_apps.serving import KAPPA, LAMBDA, RunEvidence, audit_due, decide, serving_view
-from spark_apps.settings import Settings
+from spark_apps.core.settings import Settings
+from spark_apps.serving.state import KAPPA, LAMBDA, RunEvidence, audit_due, decide, serving_view
 
 T0 = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.UTC)
 TABLE = "gold.order_status"

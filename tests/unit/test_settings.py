@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from spark_apps.cli import main
-from spark_apps.errors import SettingsError
-from spark_apps.settings import Settings
+from spark_apps.core.errors import SettingsError
+from spark_apps.core.settings import Settings
 
 
 def test_defaults_describe_the_embedded_setup():

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from spark_apps import supervisor
 from spark_apps.cli import main
-from spark_apps.settings import Settings
-from spark_apps.supervisor import (
+from spark_apps.core.settings import Settings
+from spark_apps.ops import supervisor
+from spark_apps.ops.supervisor import (
     Health,
     alert_for,
     assess,

@@ -4,6 +4,7 @@ import datetime as dt
 
 from pyspark.testing import assertDataFrameEqual
 
+from spark_apps.core.settings import Settings
 from spark_apps.marketplace.pipeline import (
     customer_key_rows,
     customer_sessions,
@@ -12,8 +13,7 @@ from spark_apps.marketplace.pipeline import (
     order_status,
     revenue_key_rows,
 )
-from spark_apps.settings import Settings
-from spark_apps.transforms import lateness_flag, losers, rows_of_keys, touched_keys, winners
+from spark_apps.transforms.events import lateness_flag, losers, rows_of_keys, touched_keys, winners
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, 0)
 CANDIDATE_SCHEMA = ("event_id string, event_time timestamp, amount long, topic string, partition int, "

@@ -1,0 +1,1 @@
+"""Alerts to on-call: raise, record and deliver to the configured sinks."""

@@ -1,0 +1,246 @@
+"""The Lambda side: recompute every stream table from exactly the log prefix a stream version reflects.
+
+The batch never reads the stream's bronze: it reads Kafka itself, ``[stream start, O)``, and applies
+the very functions the stream applies (parse, validate, dedup, lateness, every gold compute) to
+everything at once. Each result is written as a ``batch.*`` snapshot tagged with ``O``, the run id
+and the code version, so reconciliation can compare it with the stream table at version ``V``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass, field
+
+from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.progress import timed
+from spark_apps.core.settings import Settings
+from spark_apps.core.version import code_version
+from spark_apps.io.catalog import existing_table_path, register_table, table_path
+from spark_apps.io.delta_writes import commit_metadata
+from spark_apps.io.lineage import StreamPosition, position_at
+from spark_apps.io.log_reader import read_log_range
+from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.determinism import assert_deterministic
+from spark_apps.transforms.events import COORDINATES, losers, winners
+from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
+
+log = logging.getLogger(__name__)
+SNAPSHOT_SCHEMA = "batch"
+
+
+class RetentionError(PlatformError):
+    """The log no longer holds every record the stream consumed, so no exact recompute is possible."""
+
+
+@dataclass(frozen=True)
+class StreamTable:
+    """One table the stream maintains, as the auditor sees it.
+
+    ``label`` is its name without the replay generation: it names the snapshot and the expectation suite.
+    """
+
+    label: str
+    stream: str
+    snapshot: str
+    keys: tuple[str, ...]
+
+
+def stream_tables(pipeline: Pipeline, generation: str = "") -> list[StreamTable]:
+    """Every table the stream maintains (the commit log aside), with the key that identifies a row."""
+    base, current = pipeline.tables(), pipeline.tables(generation)
+    event_key = (pipeline.schema.id_field,)
+    pairs = [(base.bronze, current.bronze, COORDINATES),
+             (base.dead_letters, current.dead_letters, COORDINATES),
+             (base.candidates, current.candidates, COORDINATES),
+             (base.events, current.events, event_key),
+             (base.late_events, current.late_events, event_key),
+             (base.duplicates, current.duplicates, COORDINATES),
+             *[(base.gold(g.name), current.gold(g.name), g.primary_keys) for g in pipeline.gold_tables]]
+    return [StreamTable(label, stream, f"{SNAPSHOT_SCHEMA}.{label.split('.', 1)[1]}", keys)
+            for label, stream, keys in pairs]
+
+
+def bronze_equivalent(records):
+    """What the batch keeps of each record: coordinates, append time and hashes of key and value.
+
+    Applied to the batch's Kafka read and to the stream's bronze, it compares every byte ingested
+    without storing the payloads twice.
+    """
+    from pyspark.sql import functions as F
+
+    return records.select(*COORDINATES, "log_append_time", F.sha2(F.col("key"), 256).alias("key_sha256"),
+                          F.sha2(F.col("value"), 256).alias("value_sha256"))
+
+
+# ---- which stream versions, which offsets ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Alignment:
+    """The stream batch being audited, its log prefix, and the version of each stream table that reflects it."""
+
+    position: StreamPosition
+    versions: dict[str, int]
+
+
+def _history(spark, path: str, limit: int | None = None) -> list:
+    """Newest first: (version, userMetadata) of a Delta table's commits."""
+    from delta.tables import DeltaTable
+
+    table = DeltaTable.forPath(spark, path)
+    history = table.history(limit) if limit else table.history()
+    return history.select("version", "userMetadata").orderBy("version", ascending=False).collect()
+
+
+def version_for_batch(spark, path: str, app_id: str, batch_id: int) -> int:
+    """The newest version of a stream table that no later micro-batch of ``app_id`` has written.
+
+    Auditing the latest batch needs only the newest commits, so those are read first.
+    """
+    for limit in (20, None):
+        history = _history(spark, path, limit)
+        for row in history:
+            meta = json.loads(row.userMetadata) if row.userMetadata else {}
+            if meta.get("app_id") == app_id and meta.get("batch_id", -1) > batch_id:
+                continue
+            return row.version
+        if limit is None or len(history) < limit:
+            break
+    raise PlatformError(f"{path} has no version at or before batch {batch_id} of {app_id}")
+
+
+def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
+          version: int | None = None, as_of: dt.datetime | None = None) -> Alignment:
+    """Pick the stream batch to audit: the one ``table`` at ``version`` reflects, else the last one committed
+    (by ``as_of``, when given: a scheduled run for a given hour audits the same batch however late it runs)."""
+    commits = table_path(settings, pipeline.tables(generation).commits)
+    if not (commits / "_delta_log").exists():
+        raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
+                            "run `kappa stream` first")
+    if table is not None:
+        anchor = position_at(spark, str(existing_table_path(settings, table)), version)
+    else:
+        reader = spark.read.format("delta")
+        if as_of is not None:
+            reader = reader.option("versionAsOf", _version_at(spark, str(commits), as_of))
+        last = reader.load(str(commits)).orderBy("batch_id", ascending=False).first()
+        if last is None:
+            raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
+        anchor = position_at(spark, str(commits),
+                             version_for_batch(spark, str(commits), last["app_id"], last["batch_id"]))
+    return Alignment(position=anchor, versions=table_versions(spark, settings, pipeline, anchor, generation))
+
+
+def _version_at(spark, path: str, as_of: dt.datetime) -> int:
+    """The newest version of a Delta table committed at or before ``as_of``."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    cutoff = as_of.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    found = (DeltaTable.forPath(spark, path).history().where(F.col("timestamp") <= F.lit(cutoff).cast("timestamp"))
+             .agg(F.max("version")).first()[0])
+    if found is None:
+        raise PlatformError(f"the stream had committed no micro-batch by {as_of.isoformat()}")
+    return found
+
+
+def table_versions(spark, settings: Settings, pipeline: Pipeline, position: StreamPosition,
+                   generation: str = "") -> dict[str, int]:
+    """Per stream table, the version that reflects exactly the batch of ``position``."""
+    return {t.stream: version_for_batch(spark, str(table_path(settings, t.stream)), position.app_id,
+                                        position.batch_id)
+            for t in stream_tables(pipeline, generation)}
+
+
+def check_retention(spark, settings: Settings, position: StreamPosition, source: str) -> None:
+    """Refuse (and alert) unless the log still holds every offset from the stream's start to ``O``."""
+    from spark_apps.io.topics import partition_offsets
+
+    available = partition_offsets(settings, position.topic)
+    problems = []
+    for partition, end in sorted(position.end_offsets.items()):
+        start = position.start_offsets.get(partition, 0)
+        if end <= start:
+            continue
+        if partition not in available:
+            problems.append(f"partition {partition} is gone (needed [{start},{end}))")
+            continue
+        earliest, latest = available[partition]
+        if earliest > start:
+            problems.append(f"partition {partition} lost offsets [{start},{min(earliest, end)}) "
+                            f"(log starts at {earliest})")
+        if latest < end:
+            problems.append(f"partition {partition} ends at {latest}, before {end}")
+    if problems:
+        summary = (f"batch recompute of {position.topic} refused: the log no longer holds what the stream "
+                   f"consumed: {'; '.join(problems)}")
+        raise_alert(spark, settings, Alert(
+            severity="critical", summary=summary, source=source, dedup_key=f"retention:{position.topic}",
+            offsets=position.end_offsets, details={"problems": problems, "start_offsets": position.start_offsets},
+            runbook=runbook("log-retention")))
+        raise RetentionError(summary + "; restore the topic's retention (retention.ms=-1) and replay from a "
+                             "backup, or rebuild the stream from what remains with a Kappa replay")
+
+
+# ---- recompute --------------------------------------------------------------------------------------
+
+@dataclass
+class Snapshot:
+    """One batch recompute: where its tables are and how long each phase took."""
+
+    run_id: str
+    position: StreamPosition
+    code_version: str
+    versions: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    records: int = 0
+
+
+def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=lambda df: df) -> dict:
+    """Every stream table's batch equivalent, by label, from all parsed records of the prefix.
+
+    The same functions the stream applies per micro-batch, applied once to everything.
+    """
+    schema = pipeline.schema
+    labels = pipeline.tables()
+    candidates = materialize(candidate_rows(parsed, schema))
+    events = materialize(winners(candidates, schema.id_field, schema.time_field, settings.allowed_lateness_s))
+    on_time = events.where("NOT is_late")
+    assert_deterministic(pipeline, on_time, settings)
+    frames = {labels.bronze: bronze_equivalent(parsed), labels.dead_letters: dead_letters(parsed),
+              labels.candidates: candidates, labels.events: events, labels.late_events: events.where("is_late"),
+              labels.duplicates: losers(candidates, schema.id_field)}
+    for gold in pipeline.gold_tables:
+        frames[labels.gold(gold.name)] = materialize(gold.compute(gold.key_rows(on_time, settings), settings))
+    return frames
+
+
+def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, run_id: str) -> Snapshot:
+    """Rebuild the stream tables from the log prefix ``O`` and write them as tagged ``batch.*`` snapshots."""
+    position = alignment.position
+    check_retention(spark, settings, position, source=f"batch recompute {run_id}")
+    snapshot = Snapshot(run_id=run_id, position=position, code_version=code_version())
+    log.info("batch recompute %s: reading %s from Kafka", run_id, position.describe())
+    with timed(snapshot.seconds, "read"):
+        start = {p: position.start_offsets.get(p, 0) for p in position.end_offsets}
+        raw = read_log_range(spark, settings, position.topic, start, position.end_offsets)
+        parsed = parse_records(raw, pipeline.schema).localCheckpoint(eager=True)
+        snapshot.records = parsed.count()
+    with timed(snapshot.seconds, "compute"):
+        frames = derive_tables(parsed, pipeline, settings, materialize=lambda df: df.localCheckpoint(eager=True))
+    tag = {"kind": "batch_snapshot", "run_id": run_id, "pipeline": pipeline.name, "topic": position.topic,
+           "stream_app_id": position.app_id, "stream_batch_id": position.batch_id,
+           "start_offsets": {str(p): o for p, o in sorted(start.items())},
+           "end_offsets": {str(p): o for p, o in sorted(position.end_offsets.items())},
+           "code_version": snapshot.code_version}
+    with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
+        for table in stream_tables(pipeline):
+            path = str(table_path(settings, table.snapshot))
+            frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+            register_table(spark, settings, table.snapshot)
+            snapshot.versions[table.snapshot] = _history(spark, path, 1)[0].version
+    log.info("batch recompute %s: %d records of %s in %s", run_id, snapshot.records, position.describe(),
+             ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
+    return snapshot

@@ -1,0 +1,1 @@
+"""Errors, settings, progress and code version: what every other package stands on."""

@@ -1,0 +1,245 @@
+"""One typed settings object for every app, DAG and test.
+
+Defaults describe the embedded single-machine setup; every field can be overridden by an
+environment variable named ``KAPPA_<FIELD>`` (for example ``KAPPA_KAFKA_PORT=19092``).
+Paths default to folders under ``KAPPA_HOME`` (the project's ignored ``var/`` folder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+from spark_apps.core.errors import SettingsError
+
+ENV_PREFIX = "KAPPA_"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _under_home(name: str) -> Any:
+    """Marks a path field whose default is ``<home>/<name>``, resolved after ``home`` is known."""
+    return field(default=None, metadata={"under_home": name})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an app needs to find its services, data and limits."""
+
+    home: Path = PROJECT_ROOT / "var"
+    warehouse_dir: Path = _under_home("warehouse")
+    checkpoint_root: Path = _under_home("checkpoints")
+    spark_jars_dir: Path = _under_home("jars/spark")
+    kafka_jars_dir: Path = _under_home("jars/kafka")
+    kafka_data_dir: Path = _under_home("kafka")
+    log_dir: Path = _under_home("logs")
+    reports_dir: Path = _under_home("reports")
+    gx_dir: Path = _under_home("gx")
+    run_dir: Path = _under_home("run")
+    alerts_outbox: Path = _under_home("alerts/outbox.jsonl")
+    airflow_home: Path = _under_home("airflow")
+    dbt_target_dir: Path = _under_home("dbt/target")
+    dbt_log_dir: Path = _under_home("dbt/logs")
+    chaos_dir: Path = _under_home("chaos")
+    cluster_dir: Path = _under_home("cluster")
+    expectations_dir: Path = PROJECT_ROOT / "expectations"
+    dbt_project_dir: Path = PROJECT_ROOT / "dbt_project"
+
+    kafka_host: str = "127.0.0.1"
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    kafka_heap: str = "512m"
+    kafka_start_timeout_s: float = 60.0
+    kafka_bootstrap_servers: str = ""
+    events_topic: str = "marketplace.events"
+    topic_partitions: int = 3
+    # Copies of each partition (-1: the brokers' default.replication.factor) and how many must hold a record before
+    # an acks=all write succeeds (0: the brokers' min.insync.replicas). A cluster sets 3 and 2.
+    topic_replication_factor: int = -1
+    topic_min_insync_replicas: int = 0
+
+    spark_master: str = "local[2]"
+    spark_driver_memory: str = "2g"
+    spark_shuffle_partitions: int = 4
+    spark_ui_enabled: bool = False
+    # On a cluster master (not local[...]): each executor's memory, and the cores one app may take (0: all offered),
+    # so that the stream, the auditor and dbt can run side by side on a small cluster.
+    spark_executor_memory: str = "1g"
+    spark_cores_max: int = 0
+
+    # `kappa cluster up`: a KRaft quorum of this many combined broker + controller nodes (node n listens on
+    # cluster_kafka_port + n - 1 and cluster_controller_port + n - 1) and a Spark standalone master with
+    # workers of one core each, all on kafka_host.
+    cluster_kafka_nodes: int = 3
+    cluster_kafka_port: int = 19092
+    cluster_controller_port: int = 19192
+    cluster_spark_master_port: int = 7077
+    cluster_spark_ui_port: int = 8090
+    cluster_spark_workers: int = 2
+
+    allowed_lateness_s: int = 900
+    window_s: int = 60
+    session_gap_s: int = 300
+    max_offsets_per_trigger: int = 200_000
+    trigger_interval_s: float = 2.0
+    pipeline: str = "marketplace"
+    # Reconciliation compares per-bucket fingerprints first; tables without a window column hash keys into this many.
+    reconcile_buckets: int = 64
+    # Test and chaos hook: "<stage>@<batch id>[:kill|:enospc]" stops the job at that point of foreachBatch.
+    fault_inject: str = ""
+
+    # Alert sinks: empty means not configured (alerts are still recorded in audit.alerts and logged).
+    alert_webhook_url: str = ""
+    alert_slack_webhook_url: str = ""
+    alert_pagerduty_routing_key: str = ""
+    alert_pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
+    alert_timeout_s: float = 5.0
+    alert_retries: int = 2
+
+    # Stream supervision: the job is stalled when its heartbeat is older than this, lagging beyond this many records.
+    supervise_every_min: int = 5
+    stream_stall_s: int = 600
+    max_lag_records: int = 50_000
+
+    # Serving: K consecutive exact reconciliations of distinct stream batches, spanning at least this long,
+    # switch a gold table from the batch snapshot (lambda) to the stream table (kappa).
+    serving_exact_runs: int = 3
+    serving_min_span_s: int = 7200
+    reconcile_schedule: str = "@hourly"
+    # Once every gold table serves from the stream, the batch only audits, this often.
+    kappa_audit_every_s: int = 21_600
+
+    maintenance_schedule: str = "@daily"
+    vacuum_retention_hours: int = 168
+
+    task_retries: int = 2
+    task_retry_delay_s: int = 60
+    airflow_host: str = "127.0.0.1"
+    airflow_port: int = 8080
+    airflow_log_server_port: int = 8793
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            sub = f.metadata.get("under_home")
+            if sub and getattr(self, f.name) is None:
+                object.__setattr__(self, f.name, self.home / sub)
+        if not self.kafka_bootstrap_servers:
+            object.__setattr__(self, "kafka_bootstrap_servers", f"{self.kafka_host}:{self.kafka_port}")
+        self._validate()
+
+    def _validate(self) -> None:
+        for name in ("kafka_port", "kafka_controller_port", "airflow_port", "airflow_log_server_port"):
+            port = getattr(self, name)
+            if not 1 <= port <= 65535:
+                raise SettingsError(f"{_env_name(name)} must be a TCP port (1-65535), got {port}")
+        if self.kafka_port == self.kafka_controller_port:
+            raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
+        self._validate_cluster()
+        for name in ("topic_partitions", "spark_shuffle_partitions", "window_s", "session_gap_s",
+                     "max_offsets_per_trigger", "reconcile_buckets", "serving_exact_runs", "supervise_every_min",
+                     "stream_stall_s", "max_lag_records", "kappa_audit_every_s", "task_retry_delay_s"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        if self.allowed_lateness_s < 0:
+            raise SettingsError(f"KAPPA_ALLOWED_LATENESS_S must be >= 0, got {self.allowed_lateness_s}")
+        for name in ("serving_min_span_s", "alert_retries", "task_retries"):
+            if getattr(self, name) < 0:
+                raise SettingsError(f"{_env_name(name)} must be >= 0, got {getattr(self, name)}")
+        if self.vacuum_retention_hours < 168:
+            raise SettingsError("KAPPA_VACUUM_RETENTION_HOURS must be at least 168 (7 days): the auditor and "
+                                f"a rollback read old table versions, got {self.vacuum_retention_hours}")
+        if not self.events_topic:
+            raise SettingsError("KAPPA_EVENTS_TOPIC must not be empty")
+
+    def _validate_cluster(self) -> None:
+        for name in ("cluster_kafka_nodes", "cluster_spark_workers"):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        last = self.cluster_kafka_nodes - 1
+        for name in ("cluster_kafka_port", "cluster_controller_port", "cluster_spark_master_port",
+                     "cluster_spark_ui_port"):
+            port = getattr(self, name)
+            span = last if name in ("cluster_kafka_port", "cluster_controller_port") else 0
+            if not 1 <= port <= 65535 - span:
+                raise SettingsError(f"{_env_name(name)} must be a TCP port (1-{65535 - span}), got {port}")
+        kafka = set(range(self.cluster_kafka_port, self.cluster_kafka_port + last + 1))
+        controllers = set(range(self.cluster_controller_port, self.cluster_controller_port + last + 1))
+        spark = {self.cluster_spark_master_port, self.cluster_spark_ui_port}
+        if kafka & controllers or (kafka | controllers) & spark or len(spark) == 1:
+            raise SettingsError("the cluster's ports overlap: KAPPA_CLUSTER_KAFKA_PORT and "
+                                "KAPPA_CLUSTER_CONTROLLER_PORT each take KAPPA_CLUSTER_KAFKA_NODES consecutive ports, "
+                                "KAPPA_CLUSTER_SPARK_MASTER_PORT and KAPPA_CLUSTER_SPARK_UI_PORT one each")
+        if self.topic_replication_factor == 0 or self.topic_replication_factor < -1:
+            raise SettingsError("KAPPA_TOPIC_REPLICATION_FACTOR must be at least 1 (or -1 for the brokers' default), "
+                                f"got {self.topic_replication_factor}")
+        if self.topic_min_insync_replicas < 0:
+            raise SettingsError(f"KAPPA_TOPIC_MIN_INSYNC_REPLICAS must be >= 0 (0: the brokers' default), "
+                                f"got {self.topic_min_insync_replicas}")
+        if 0 < self.topic_replication_factor < self.topic_min_insync_replicas:
+            raise SettingsError("KAPPA_TOPIC_MIN_INSYNC_REPLICAS cannot exceed KAPPA_TOPIC_REPLICATION_FACTOR "
+                                "(no acks=all write could succeed)")
+        if self.spark_cores_max < 0:
+            raise SettingsError(f"KAPPA_SPARK_CORES_MAX must be >= 0 (0: all offered), got {self.spark_cores_max}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Build settings from ``KAPPA_*`` variables; explicit keyword overrides win."""
+        environ = os.environ if environ is None else environ
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(_env_name(f.name))
+            if raw is not None:
+                values[f.name] = _coerce(f.name, raw, hints[f.name])
+        values.update(overrides)
+        return cls(**values)
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with some fields changed; values derived from ``home`` or the Kafka address follow."""
+        derived: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            sub = f.metadata.get("under_home")
+            if sub and f.name not in changes and getattr(self, f.name) == self.home / sub:
+                derived[f.name] = None
+        if "kafka_bootstrap_servers" not in changes and \
+                self.kafka_bootstrap_servers == f"{self.kafka_host}:{self.kafka_port}":
+            derived["kafka_bootstrap_servers"] = ""
+        return dataclasses.replace(self, **derived, **changes)
+
+    def as_env(self) -> dict[str, str]:
+        """``KAPPA_*`` variables that make ``Settings.from_env()`` in a child process equal these settings."""
+        return {_env_name(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _env_name(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def _coerce(name: str, raw: str, type_hint: Any) -> Any:
+    env = _env_name(name)
+    text = raw.strip()
+    if type_hint is Path or type_hint == "Path":
+        if not text:
+            raise SettingsError(f"{env} must be a path, got an empty value")
+        return Path(text).expanduser()
+    if type_hint is bool:
+        lowered = text.lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise SettingsError(f"{env} must be true or false, got {raw!r}")
+    if type_hint is int:
+        try:
+            return int(text.replace("_", ""))
+        except ValueError:
+            raise SettingsError(f"{env} must be an integer, got {raw!r}") from None
+    if type_hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise SettingsError(f"{env} must be a number, got {raw!r}") from None
+    return text

@@ -1,0 +1,1 @@
+"""Spark, Delta and Kafka I/O: the session, the catalog, idempotent writes, the log, topics, lineage, fencing."""

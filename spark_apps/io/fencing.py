@@ -1,0 +1,73 @@
+"""Fencing: at most one running instance of a streaming job per checkpoint.
+
+Without it, a second ``kappa stream`` on the same checkpoint (a supervisor that restarts a job it wrongly believes
+dead, an operator starting one by hand) runs next to the first: both plan the same micro-batches and write the same
+tables until Spark's offset log happens to collide. The idempotent writes keep the rows right, but which instance
+dies, and when, is luck. The fence makes the second one refuse at start, with one line naming the holder.
+
+The fence is an exclusive ``flock`` on ``<checkpoint>.lock`` beside the checkpoint folder (so deleting or resetting
+the checkpoint cannot remove it while it is held). The kernel drops the lock when the holding process ends, however
+it ends (``kill -9`` included), so a crashed job never leaves a stale fence behind. ``flock`` is local to one
+machine (and not reliable on NFS): on a cluster, run the job under one scheduler that guarantees a single instance.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+import socket
+from pathlib import Path
+from typing import TextIO
+
+from spark_apps.core.errors import PlatformError
+
+
+class FencedOut(PlatformError):
+    """Another live instance holds the job's checkpoint."""
+
+
+def lock_path(checkpoint: Path) -> Path:
+    return checkpoint.with_name(checkpoint.name + ".lock")
+
+
+class CheckpointFence:
+    """Holds the fence of one checkpoint from :meth:`acquire` until :meth:`release` (or the process ends)."""
+
+    def __init__(self, checkpoint: Path) -> None:
+        self.checkpoint = checkpoint
+        self.path = lock_path(checkpoint)
+        self._file: TextIO | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._file is not None
+
+    def acquire(self) -> None:
+        """Take the fence, or raise FencedOut naming the instance that holds it. Re-entrant for its holder."""
+        if self._file is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the job's life, closed by release()
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "an unknown process"
+            handle.close()
+            raise FencedOut(f"another instance of this stream is running on checkpoint {self.checkpoint} "
+                            f"({holder}); a second writer is refused - stop that one first") from None
+        handle.seek(0)
+        handle.truncate()
+        started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n")
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        """Let another instance start; the holder line stays as a record of the last holder."""
+        if self._file is None:
+            return
+        fcntl.flock(self._file, fcntl.LOCK_UN)
+        self._file.close()
+        self._file = None

@@ -1,0 +1,83 @@
+"""The one way apps get a SparkSession: Delta enabled, local jars, the shared warehouse catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import Settings
+
+
+def spark_jars(settings: Settings) -> list[Path]:
+    """Delta and the Kafka connector, fetched by ``make jars``."""
+    jars = sorted(settings.spark_jars_dir.glob("*.jar"))
+    names = " ".join(jar.name for jar in jars)
+    if "delta-spark_" not in names or "spark-sql-kafka-0-10_" not in names:
+        raise PlatformError(f"the Spark jars (Delta, Kafka connector) are missing in {settings.spark_jars_dir}; "
+                            "run `make jars`")
+    return jars
+
+
+def session_conf(settings: Settings) -> dict[str, str]:
+    """Spark configuration shared by the apps, the tests and dbt's session connection."""
+    return {**_base_conf(settings), **executor_conf(settings)}
+
+
+def executor_conf(settings: Settings) -> dict[str, str]:
+    """Executor sizing on a cluster master; a local master runs everything in the driver, so it has none. The jars
+    of ``spark.jars`` reach the executors through the driver's file server, so workers need no copy of them."""
+    if settings.spark_master.startswith("local"):
+        return {}
+    conf = {"spark.executor.memory": settings.spark_executor_memory}
+    if settings.spark_cores_max:
+        conf["spark.cores.max"] = str(settings.spark_cores_max)
+    return conf
+
+
+def _base_conf(settings: Settings) -> dict[str, str]:
+    return {
+        "spark.master": settings.spark_master,
+        "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.warehouse.dir": str(settings.warehouse_dir),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
+        "spark.default.parallelism": str(settings.spark_shuffle_partitions),
+        "spark.driver.memory": settings.spark_driver_memory,
+        "spark.ui.enabled": str(settings.spark_ui_enabled).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        # MERGE honours these session settings for idempotent writes; reset them after each commit.
+        "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta's own test settings for small local sessions: its default of 50 snapshot partitions
+        # turns every table read into dozens of tiny tasks.
+        "spark.databricks.delta.snapshotPartitions": str(settings.spark_shuffle_partitions),
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(settings.spark_shuffle_partitions),
+        # MERGE sources here are deterministic reads of Delta tables and cached frames, so they need
+        # no materialized copy (which costs a local checkpoint per MERGE).
+        "spark.databricks.delta.merge.materializeSource": "none",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+    }
+
+
+def get_spark(settings: Settings, app_name: str = "kappa"):
+    """Create (or return the running) session, make every warehouse table visible by name, and point the
+    ``serving.*`` views where the serving state says."""
+    from pyspark.sql import SparkSession
+
+    from spark_apps.io.catalog import register_warehouse_tables
+    from spark_apps.serving.state import register_views
+
+    settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in session_conf(settings).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register_warehouse_tables(spark, settings)
+    register_views(spark, settings)
+    return spark

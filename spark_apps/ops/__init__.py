@@ -1,0 +1,1 @@
+"""Day-2 operations: Delta maintenance and stream supervision."""

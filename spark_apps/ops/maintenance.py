@@ -1,0 +1,274 @@
+"""Daily Delta maintenance: compact, vacuum within the retention, then check what a replay depends on.
+
+Every micro-batch leaves small files in each table it writes. ``OPTIMIZE`` compacts them; ``VACUUM``
+then deletes the files that no version of the last ``KAPPA_VACUUM_RETENTION_HOURS`` (at least 7 days)
+still needs, so the auditor and a rollback can read any version of that window. The retention comes from
+the settings, which refuse less than 168 hours, and Delta's own retention check stays on.
+
+The append-only tables (the reconciliation ledger, the serving state) are maintained like the others,
+never below the same retention: ``OPTIMIZE`` only rewrites files without changing a row (Delta allows
+that on a ``delta.appendOnly`` table), so ``VACUUM`` can only delete such rewritten copies once they
+are older than the retention. Every row stays in the current version; every version of the window
+stays readable.
+
+``OPTIMIZE`` can conflict with a MERGE the running stream commits at the same time; a conflicting
+operation is retried a few times. Then two checks, each alerting on-call when it fails: the streaming
+checkpoint agrees with ``audit.stream_commits``, and the log still holds every offset from the
+stream's start (a Kappa replay reads the whole log).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+
+from spark_apps.alerts.dispatch import ALERTS_TABLE, Alert, raise_alert, runbook
+from spark_apps.audit.ledger import LEDGER_TABLE
+from spark_apps.audit.recompute import RetentionError, check_retention, stream_tables
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import Settings
+from spark_apps.io import lineage
+from spark_apps.io.catalog import table_path
+from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.serving.state import SERVING_STATE_TABLE
+from spark_apps.stream.job import APP_ID_FILE, StreamJob
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CONFLICT_RETRIES = 3
+CONFLICTS = (DeltaConcurrentModificationException, ConcurrentWriteException, MetadataChangedException,
+             ProtocolChangedException, ConcurrentAppendException, ConcurrentDeleteReadException,
+             ConcurrentDeleteDeleteException, ConcurrentTransactionException)
+SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)
+CHECKPOINT, LOG_RETENTION = "checkpoint", "log retention"
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """What maintenance did to one table: live files before and after, files vacuum deleted, time taken."""
+
+    table: str
+    files_before: int
+    files_after: int
+    vacuumed: int | None
+    seconds: float
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class MaintenanceReport:
+    pipeline: str
+    tables: list[TableMaintenance] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks) and not any(t.error for t in self.tables)
+
+
+def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = True,
+             vacuum: bool = True) -> MaintenanceReport:
+    """Maintain every existing table of the pipeline, then run both checks (each alerts when it fails)."""
+    report = MaintenanceReport(pipeline=pipeline.name)
+    for table in maintained_tables(pipeline):
+        path = table_path(settings, table)
+        if (path / "_delta_log").exists():
+            report.tables.append(_maintain_table(spark, table, str(path), settings.vacuum_retention_hours,
+                                                optimize, vacuum))
+    failed = {t.table: t.error for t in report.tables if t.error}
+    if failed:
+        raise_alert(spark, settings, Alert(
+            severity="warning", summary=f"Delta maintenance of {pipeline.name} failed for {', '.join(failed)}",
+            source=f"maintenance {pipeline.name}", dedup_key=f"maintenance:{pipeline.name}:tables",
+            details=failed, runbook=runbook("maintenance-failed")))
+    report.checks = [check_checkpoint(spark, settings, pipeline), check_log_retention(spark, settings, pipeline)]
+    return report
+
+
+def maintained_tables(pipeline: Pipeline) -> list[str]:
+    """The stream tables and their commit log, their batch snapshots, and the audit tables every pipeline shares."""
+    tables = stream_tables(pipeline)
+    return [*(t.stream for t in tables), pipeline.tables().commits, *(t.snapshot for t in tables),
+            *SHARED_AUDIT_TABLES]
+
+
+def _maintain_table(spark, table: str, path: str, retention_hours: int, optimize: bool,
+                   vacuum: bool) -> TableMaintenance:
+    """OPTIMIZE, then VACUUM RETAIN ``retention_hours``; a failure is recorded, not raised, so the rest go on."""
+    started = time.monotonic()
+    before, vacuumed, error = _live_files(spark, path), None, ""
+    try:
+        if optimize:
+            with_retries(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect(), f"OPTIMIZE {table}")
+        if vacuum:
+            with_retries(lambda: spark.sql(f"VACUUM delta.`{path}` RETAIN {retention_hours} HOURS").collect(),
+                         f"VACUUM {table}")
+            vacuumed = _vacuumed_files(spark, path)
+    except Exception as exc:  # one table's failure must not stop the others' maintenance or the checks
+        error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        log.error("maintenance of %s failed: %s", table, error)
+    result = TableMaintenance(table, before, _live_files(spark, path), vacuumed, time.monotonic() - started, error)
+    log.info("%s: %d -> %d files, %s vacuumed, %.1fs", table, result.files_before, result.files_after,
+             "-" if vacuumed is None else vacuumed, result.seconds)
+    return result
+
+
+def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,
+                 sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run ``action``; on a Delta commit conflict try again, up to ``retries`` times, backing off 1, 2, 4 s."""
+    for attempt in range(retries):
+        try:
+            return action()
+        except CONFLICTS as exc:
+            log.warning("%s conflicted with a concurrent commit (%s); retry %d of %d", what, type(exc).__name__,
+                        attempt + 1, retries)
+            sleep(2 ** attempt)
+    return action()
+
+
+def _live_files(spark, path: str) -> int:
+    return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
+
+
+def _vacuumed_files(spark, path: str) -> int | None:
+    """Files the last VACUUM deleted, from its ``VACUUM END`` commit (None when Delta did not log one)."""
+    from delta.tables import DeltaTable
+
+    for row in DeltaTable.forPath(spark, path).history(5).select("operation", "operationMetrics").collect():
+        if row.operation == "VACUUM END":
+            return int(row.operationMetrics.get("numDeletedFiles", 0))
+    return None
+
+
+# ---- checks ------------------------------------------------------------------------------------------
+
+def checkpoint_problem(app_id: str | None, recorded: dict[str, int], done_before: int, done_after: int) -> str:
+    """Why the checkpoint and ``audit.stream_commits`` disagree, or "" when they agree.
+
+    ``recorded``: last batch per app id in the table; ``done_before``/``done_after``: the checkpoint's last
+    committed batch (-1 for none), read before and after the table. The stream records a batch in the table
+    before its checkpoint commits it, so one batch may be in flight: healthy is
+    ``done_before <= last recorded <= done_after + 1``.
+    """
+    last = max(recorded.values(), default=-1)
+    if last >= 0 and app_id is None:
+        return (f"the checkpoint is missing but the tables record batches up to {last}: a restarted stream would "
+                "reprocess the log into tables that already hold it")
+    foreign = sorted(a for a in recorded if a != app_id)
+    if foreign:
+        return f"the tables hold batches of {', '.join(foreign)} but the checkpoint belongs to {app_id}"
+    if last > done_after + 1:
+        return f"the checkpoint is older than the tables: it committed batch {done_after}, the tables hold {last}"
+    if last < done_before:
+        return (f"the tables are behind the checkpoint: it committed batch {done_before}, the tables hold "
+                f"{last if last >= 0 else 'none'}; they were restored or lost data")
+    return ""
+
+
+def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
+    """The streaming checkpoint agrees with ``audit.stream_commits``; a critical alert when it does not."""
+    from pyspark.sql import functions as F
+
+    commits = table_path(settings, pipeline.tables().commits)
+    checkpoint = StreamJob(spark, settings, pipeline).checkpoint
+    if not (commits / "_delta_log").exists():
+        return Check(CHECKPOINT, True, f"no stream tables in {settings.warehouse_dir} yet")
+    done_before = _last(lineage.committed_batches(checkpoint))
+    rows = spark.read.format("delta").load(str(commits)).groupBy("app_id").agg(F.max("batch_id").alias("last"))
+    recorded = {r.app_id: r.last for r in rows.collect()}
+    done_after = _last(lineage.committed_batches(checkpoint))
+    app_file = checkpoint / APP_ID_FILE
+    app_id = app_file.read_text().strip() if app_file.exists() else None
+    problem = checkpoint_problem(app_id, recorded, done_before, done_after)
+    if not problem:
+        return Check(CHECKPOINT, True, f"{checkpoint} committed batch {done_after}; {pipeline.tables().commits} "
+                                       f"holds {max(recorded.values(), default='none')}")
+    summary = f"checkpoint {checkpoint} of {pipeline.name} disagrees with {pipeline.tables().commits}: {problem}"
+    raise_alert(spark, settings, Alert(
+        severity="critical", summary=summary, source=f"maintenance {pipeline.name}",
+        dedup_key=f"maintenance:{pipeline.name}:checkpoint", table=pipeline.tables().commits,
+        details={"checkpoint": str(checkpoint), "app_id": app_id, "recorded": recorded,
+                 "checkpoint_committed": done_after}, runbook=runbook("maintenance-failed")))
+    return Check(CHECKPOINT, False, summary)
+
+
+def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
+    """The topic still holds every offset from the stream's start to the last batch it recorded.
+
+    A lost range raises the ``retention:<topic>`` alert (in ``check_retention``); a log that cannot be
+    read raises a critical maintenance alert, since a replay could not be vouched for either.
+    """
+    commits = table_path(settings, pipeline.tables().commits)
+    position = last_position(spark, str(commits)) if (commits / "_delta_log").exists() else None
+    if position is None:
+        return Check(LOG_RETENTION, True, "the stream has consumed nothing yet")
+    try:
+        check_retention(spark, settings, position, source=f"maintenance {pipeline.name}")
+    except RetentionError as exc:
+        return Check(LOG_RETENTION, False, str(exc))
+    except PlatformError as exc:
+        summary = f"cannot check that {position.topic} still holds the stream's log: {exc}"
+        raise_alert(spark, settings, Alert(
+            severity="critical", summary=summary, source=f"maintenance {pipeline.name}",
+            dedup_key=f"maintenance:{pipeline.name}:log-retention", offsets=position.end_offsets,
+            runbook=runbook("maintenance-failed")))
+        return Check(LOG_RETENTION, False, summary)
+    spans = ", ".join(f"p{p}=[{position.start_offsets.get(p, 0)},{o})" for p, o in sorted(position.end_offsets.items()))
+    return Check(LOG_RETENTION, True, f"{position.topic} still holds {spans} (batch {position.batch_id})")
+
+
+def last_position(spark, commits: str) -> lineage.StreamPosition | None:
+    """The log prefix of the last batch in the commit log, None before the first one.
+
+    Read from its rows (the batch's end, the start of its app's first batch), not from the table history,
+    which grows by a version per micro-batch.
+    """
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    version = DeltaTable.forPath(spark, commits).history(1).first().version
+    rows = spark.read.format("delta").option("versionAsOf", version).load(commits)
+    last = rows.orderBy(F.desc("batch_id")).first()
+    if last is None:
+        return None
+    first = rows.where(F.col("app_id") == last.app_id).orderBy("batch_id").first()
+    return lineage.StreamPosition(table_version=version, app_id=last.app_id, batch_id=last.batch_id,
+                                  topic=last.topic, start_offsets=dict(first.start_offsets),
+                                  end_offsets=dict(last.end_offsets))
+
+
+def _last(batches: list[int]) -> int:
+    return batches[-1] if batches else -1
+
+
+def summary_lines(report: MaintenanceReport) -> list[str]:
+    """One line per table and per check, for the command line and the task log."""
+    lines = []
+    for t in report.tables:
+        vacuumed = "not vacuumed" if t.vacuumed is None else f"{t.vacuumed} vacuumed"
+        line = (f"{t.table:36s} {'FAILED' if t.error else 'OK':6s} files {t.files_before} -> {t.files_after}, "
+                f"{vacuumed}, {t.seconds:.1f}s")
+        lines.append(f"{line}: {t.error}" if t.error else line)
+    lines += [f"{'check ' + c.name:36s} {'OK' if c.ok else 'FAILED':6s} {c.detail}" for c in report.checks]
+    return lines

@@ -1,0 +1,302 @@
+"""Stream supervision: keep the streaming job running in its own process and tell on-call when it is unhealthy.
+
+An Airflow task calls this every few minutes, so it never imports pyspark: it reads the job's pid file and
+heartbeat and the log end offsets (kafka-python), and judges them with the pure ``assess``. Statuses, worst first:
+
+- ``down``: no stream process runs (``supervise`` then starts one and reports ``started``);
+- ``stalled``: the process runs but shows no progress for ``stream_stall_s``: no heartbeat (counted from its start
+  when it has written none since), or no micro-batch completed while the log held records it had not read;
+- ``lagging``: more than ``max_lag_records`` records between its committed offsets and the log end;
+- ``ok``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from spark_apps.alerts.dispatch import Alert, dispatch, runbook
+from spark_apps.core.settings import Settings
+from spark_apps.io.topics import partition_offsets
+
+# A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
+# second), so the supervisor never starts a second query on the same checkpoint.
+UNSUPERVISED_BEAT_S = 30.0
+# Lag beyond this many times max_lag_records pages on-call; below it a lagging stream is a warning.
+CRITICAL_LAG_FACTOR = 10
+STOP_TIMEOUT_S = 120.0
+_SUMMARIES = {"started": "was down, restarted", "down": "is down", "stalled": "is stalled", "lagging": "is lagging"}
+
+
+@dataclass(frozen=True)
+class Health:
+    """One verdict on the stream; ``detail`` is the line on-call reads first."""
+
+    status: str  # "ok" | "started" | "down" | "stalled" | "lagging"
+    lag_records: int | None  # None until the stream reports its first progress
+    lag_by_partition: dict[int, int]
+    heartbeat_age_s: float | None
+    detail: str
+    pid: int | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self.status in ("ok", "started")
+
+
+# ---- pure ---------------------------------------------------------------------------------------------------------
+
+
+def stream_command(pipeline: str) -> list[str]:
+    """The arguments after the interpreter that run (and identify) the supervised stream of ``pipeline``."""
+    return ["-m", "spark_apps.cli", "stream", "--continuous", "--pipeline", pipeline]
+
+
+def is_stream_command(argv: list[str], pipeline: str) -> bool:
+    """Whether a process's command line is the supervised stream: a pid the system reused is not."""
+    return argv[1:] == stream_command(pipeline)
+
+
+def stream_topic(heartbeat: dict | None, settings: Settings) -> str:
+    """The topic the stream reports offsets of (a pipeline may name its own), else the settings' events topic."""
+    topics = list(_end_offsets(heartbeat))
+    return topics[0] if len(topics) == 1 else settings.events_topic
+
+
+def committed_offsets(heartbeat: dict | None, topic: str) -> dict[int, int] | None:
+    """Per partition, the offset the stream's last micro-batch ended at; None before its first progress report."""
+    by_topic = _end_offsets(heartbeat)
+    return {int(p): int(o) for p, o in by_topic[topic].items()} if topic in by_topic else None
+
+
+def _end_offsets(heartbeat: dict | None) -> dict:
+    """Spark's endOffset, ``{"topic": {"0": 123}}``: PySpark 4 hands it over as a JSON string, older ones as a dict."""
+    raw = (heartbeat or {}).get("end_offsets")
+    return (json.loads(raw) if isinstance(raw, str) else raw) or {}
+
+
+def lag_by_partition(heartbeat: dict | None, log_end: dict[int, int], settings: Settings) -> dict[int, int] | None:
+    """Records between the stream's committed offsets and the log end, per partition; None before its first progress."""
+    committed = committed_offsets(heartbeat, stream_topic(heartbeat, settings))
+    if committed is None:
+        return None
+    return {p: max(0, end - committed.get(p, 0)) for p, end in sorted(log_end.items())}
+
+
+def track_progress(previous: dict | None, pid: int | None, last_batch_id: int | None, lag_records: int | None,
+                   now_s: float) -> dict | None:
+    """Since when the stream has been behind without completing a micro-batch; None when it is caught up.
+
+    Kept between supervisor runs: one heartbeat cannot tell a query stuck in a micro-batch from one busy with it.
+    An unknown lag (no progress report yet) counts as behind.
+    """
+    if lag_records == 0:
+        return None
+    seen = {"pid": pid, "last_batch_id": last_batch_id}
+    if previous and all(previous.get(key) == value for key, value in seen.items()):
+        return previous
+    return {**seen, "since_s": now_s}
+
+
+def assess(heartbeat: dict | None, process_alive: bool, log_end: dict[int, int], now_s: float, settings: Settings,
+           *, started_at_s: float | None = None, behind_since_s: float | None = None) -> Health:
+    """Judge the stream from its process, its heartbeat and the log end.
+
+    ``started_at_s`` (when the process started) keeps a heartbeat left by an earlier run from making a starting
+    process look stalled; ``behind_since_s`` comes from ``track_progress``.
+    """
+    lag = lag_by_partition(heartbeat, log_end, settings)
+    lag_records = None if lag is None else sum(lag.values())
+    beat_at = (heartbeat or {}).get("written_at_epoch_s")
+    age = None if beat_at is None else round(now_s - beat_at, 1)
+
+    def health(status: str, detail: str) -> Health:
+        return Health(status, lag_records, lag or {}, age, detail)
+
+    unsupervised = (not process_alive and bool((heartbeat or {}).get("query_active"))
+                    and age is not None and age <= UNSUPERVISED_BEAT_S)
+    if not (process_alive or unsupervised):
+        last = "no heartbeat" if age is None else f"last heartbeat {age:.0f}s ago"
+        return health("down", f"no stream process is running ({last})")
+    limit = settings.stream_stall_s
+    last_sign = max((t for t in (beat_at, started_at_s) if t is not None), default=None)
+    if last_sign is not None and now_s - last_sign > limit:
+        return health("stalled", f"no heartbeat for {now_s - last_sign:.0f}s (limit {limit}s)")
+    if lag_records != 0 and behind_since_s is not None and now_s - behind_since_s > limit:
+        behind = "with unknown lag" if lag_records is None else f"{lag_records:,} records behind"
+        return health("stalled", f"no micro-batch completed for {now_s - behind_since_s:.0f}s while {behind} "
+                                 f"(limit {limit}s)")
+    if lag_records is not None and lag_records > settings.max_lag_records:
+        return health("lagging", f"{lag_records:,} records behind the log end (limit {settings.max_lag_records:,})")
+    state = ("no progress reported yet" if lag_records is None else
+             "caught up" if lag_records == 0 else f"{lag_records:,} records behind")
+    by_hand = "; no supervised process, but a fresh heartbeat (started by hand?)" if unsupervised else ""
+    return health("ok", state + by_hand)
+
+
+def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Alert | None:
+    """The alert a verdict raises, if any; a restart still tells on-call, and its dedup key makes repeats one
+    incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
+    if health.status == "ok":
+        return None
+    critical = health.status in ("down", "stalled") or (
+        health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
+    pipeline = settings.pipeline
+    anchor = "stream-down" if health.status == "started" else f"stream-{health.status}"
+    return Alert(
+        severity="critical" if critical else "warning",
+        summary=f"stream {pipeline} {_SUMMARIES[health.status]}: {health.detail}",
+        source="supervisor",
+        dedup_key=f"stream:{pipeline}:{health.status}",
+        table="",
+        offsets=health.lag_by_partition if health.lag_records is not None else dict(log_end),
+        details={"status": health.status, "pid": health.pid, "lag_records": health.lag_records,
+                 "heartbeat_age_s": health.heartbeat_age_s, "max_lag_records": settings.max_lag_records,
+                 "stream_stall_s": settings.stream_stall_s, "log_file": str(log_path(settings)),
+                 "heartbeat_file": str(heartbeat_path(settings))},
+        runbook=runbook(anchor),
+    )
+
+
+def status_line(health: Health, pipeline: str) -> str:
+    lag = "unknown" if health.lag_records is None else f"{health.lag_records:,} records"
+    age = "none" if health.heartbeat_age_s is None else f"{health.heartbeat_age_s:.0f}s old"
+    pid = health.pid or "-"
+    return f"stream {pipeline}: {health.status} (pid {pid}, lag {lag}, heartbeat {age}) - {health.detail}"
+
+
+# ---- files and processes ------------------------------------------------------------------------------------------
+
+
+def heartbeat_path(settings: Settings) -> Path:
+    return settings.run_dir / f"{settings.pipeline}.heartbeat.json"
+
+
+def pid_path(settings: Settings) -> Path:
+    return settings.run_dir / f"{settings.pipeline}.stream.pid"
+
+
+def log_path(settings: Settings) -> Path:
+    return settings.log_dir / f"stream-{settings.pipeline}.log"
+
+
+def _progress_path(settings: Settings) -> Path:
+    return settings.run_dir / f"{settings.pipeline}.supervisor.json"
+
+
+def _read_json(path: Path) -> dict | None:
+    """A file's JSON object, or None when it is missing or unreadable (then it is as if nothing was recorded)."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def read_heartbeat(settings: Settings) -> dict | None:
+    return _read_json(heartbeat_path(settings))
+
+
+def _cmdline(pid: int) -> list[str]:
+    """A process's arguments; empty for a process that is gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return []
+    return raw.decode(errors="replace").split("\0")[:-1]
+
+
+def stream_pid(settings: Settings) -> int | None:
+    """The pid of the running supervised stream, or None."""
+    try:
+        pid = int(pid_path(settings).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if is_stream_command(_cmdline(pid), settings.pipeline) else None
+
+
+def stream_process_alive(settings: Settings) -> bool:
+    return stream_pid(settings) is not None
+
+
+def start_stream(settings: Settings) -> int:
+    """Launch ``kappa stream --continuous`` detached from this process (its own session, so it outlives an Airflow
+    task), output appended to the stream log; returns its pid, also written to the pid file."""
+    settings.run_dir.mkdir(parents=True, exist_ok=True)
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_path(settings), "ab") as log:
+        process = subprocess.Popen([sys.executable, *stream_command(settings.pipeline)],
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env={**os.environ, **settings.as_env()})
+    pid_path(settings).write_text(f"{process.pid}\n")
+    return process.pid
+
+
+def stop_stream(settings: Settings, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+    """Stop the supervised stream: SIGTERM lets it finish cleanly; after ``timeout_s`` SIGKILL ends its whole
+    session (the Python driver and its Spark JVM). True if it was running."""
+    pid = stream_pid(settings)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid, settings.pipeline, timeout_s):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            _wait_gone(pid, settings.pipeline, STOP_TIMEOUT_S)
+    pid_path(settings).unlink(missing_ok=True)
+    return pid is not None
+
+
+def _wait_gone(pid: int, pipeline: str, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while is_stream_command(_cmdline(pid), pipeline):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def log_end_offsets(settings: Settings, topic: str | None = None) -> dict[int, int]:
+    """Per partition, the offset the next record will get."""
+    return {p: end for p, (_, end) in partition_offsets(settings, topic).items()}
+
+
+# ---- one round ----------------------------------------------------------------------------------------------------
+
+
+def supervise(settings: Settings, start: bool = True) -> Health:
+    """One supervision round: judge the stream, start it when it is down (if ``start``), alert when unhealthy."""
+    now = time.time()
+    pid = stream_pid(settings)
+    heartbeat = read_heartbeat(settings)
+    log_end = log_end_offsets(settings, stream_topic(heartbeat, settings))
+    lag = lag_by_partition(heartbeat, log_end, settings)
+    progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
+                              None if lag is None else sum(lag.values()), now)
+    _write_progress(settings, progress)
+    started_at = pid_path(settings).stat().st_mtime if pid is not None else None
+    health = replace(assess(heartbeat, pid is not None, log_end, now, settings, started_at_s=started_at,
+                            behind_since_s=progress["since_s"] if progress else None), pid=pid)
+    if health.status == "down" and start:
+        new_pid = start_stream(settings)
+        health = replace(health, status="started", pid=new_pid,
+                         detail=f"{health.detail}; started pid {new_pid}, log {log_path(settings)}")
+    alert = alert_for(health, settings, log_end)
+    if alert is not None:
+        dispatch(settings, alert)
+    return health
+
+
+def _write_progress(settings: Settings, progress: dict | None) -> None:
+    path = _progress_path(settings)
+    if progress is None:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(progress))

@@ -1,0 +1,1 @@
+"""What Airflow tasks call, and Airflow's side of alerting."""

@@ -1,0 +1,46 @@
+"""Airflow's side of alerting: a failed task becomes a kappa alert, sent and recorded like any other.
+
+The only module of the apps that imports Airflow. DAG files use it in their default arguments
+(``on_failure_callback=KappaAlertNotifier()``), so it imports neither Spark nor Kafka: parsing a DAG stays
+cheap, and the callback records its alert in the outbox instead of starting a JVM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+from spark_apps.alerts.dispatch import Alert, dispatch, runbook
+from spark_apps.core.settings import Settings
+
+
+def task_failure_alert(context: Mapping[str, Any]) -> Alert:
+    """The alert for the failed task of an Airflow callback context: one incident per task, however many runs fail."""
+    ti = context["ti"]
+    dag_id, task_id = ti.dag_id, ti.task_id
+    run_id = context.get("run_id") or ti.run_id
+    map_index = getattr(ti, "map_index", -1)
+    task = task_id if map_index in (None, -1) else f"{task_id}[{map_index}]"
+    exception = context.get("exception")
+    error = (f"{type(exception).__name__}: {exception}" if isinstance(exception, BaseException)
+             else str(exception or "no exception recorded"))
+    logical_date = context.get("logical_date")
+    return Alert(
+        severity="critical",
+        summary=f"Airflow task {dag_id}.{task} failed (run {run_id}, try {ti.try_number}): {error}",
+        source="airflow",
+        dedup_key=f"airflow:{dag_id}:{task_id}",
+        details={"dag_id": dag_id, "task_id": task_id, "map_index": map_index, "run_id": run_id,
+                 "logical_date": logical_date.isoformat() if logical_date else None,
+                 "try_number": ti.try_number, "exception": error},
+        runbook=runbook("task-failed"))
+
+
+class KappaAlertNotifier(BaseNotifier):
+    """Sends a failed task to on-call's sinks and the alerts outbox (recorded in audit.alerts by the next
+    Spark command); settings come from the ``KAPPA_*`` environment of the process running the callback."""
+
+    def notify(self, context: Mapping[str, Any]) -> None:
+        dispatch(Settings.from_env(), task_failure_alert(context))

@@ -1,0 +1,134 @@
+"""The public API for declaring a pipeline, and how the engine finds one.
+
+A pipeline names its source topic, its event schema and its gold tables. Each gold table gives:
+
+- ``recompute_keys``: rows that share these are recomputed together (``merchant_id, window_start``);
+- ``primary_keys``: the identity of one output row (often the same; a superset for session windows);
+- ``key_rows(silver)``: the silver rows that feed the table, with the recompute-key columns added;
+- ``compute(rows)``: a deterministic function from those rows to output rows.
+
+The engine calls the same two functions on the rows of the keys a micro-batch touches (stream) and
+on all rows (batch recompute), which is what makes the two comparable exactly.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+
+from spark_apps.core.errors import PlatformError
+from spark_apps.pipeline.event_schema import EventSchema
+
+ENTRY_POINT_GROUP = "kappa.pipelines"
+DataFrameFn = Callable[..., object]
+
+
+@dataclass(frozen=True)
+class GoldTable:
+    """One derived table, recomputed per key from silver."""
+
+    name: str
+    recompute_keys: tuple[str, ...]
+    primary_keys: tuple[str, ...]
+    key_rows: DataFrameFn
+    compute: DataFrameFn
+    description: str = ""
+    change_data_feed: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.recompute_keys or not set(self.recompute_keys) <= set(self.primary_keys):
+            raise PlatformError(f"gold table {self.name!r}: recompute_keys must be a non-empty subset of "
+                                "primary_keys")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A declared pipeline. ``table_prefix`` keeps several pipelines apart in one warehouse."""
+
+    name: str
+    schema: EventSchema
+    gold_tables: tuple[GoldTable, ...]
+    topic: str | None = None
+    table_prefix: str = ""
+    description: str = ""
+    gold_by_name: dict[str, GoldTable] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        names = [table.name for table in self.gold_tables]
+        if len(set(names)) != len(names):
+            raise PlatformError(f"pipeline {self.name!r} declares a gold table twice: {names}")
+        object.__setattr__(self, "gold_by_name", {table.name: table for table in self.gold_tables})
+
+    def source_topic(self, settings) -> str:
+        return self.topic or settings.events_topic
+
+    def tables(self, generation: str = "") -> TableNames:
+        return TableNames(self.table_prefix, generation)
+
+
+@dataclass(frozen=True)
+class TableNames:
+    """Fully qualified names of the tables one pipeline's stream maintains.
+
+    ``generation`` suffixes every stream table, so a replay can build a new set beside the old one.
+    """
+
+    prefix: str = ""
+    generation: str = ""
+
+    def _name(self, schema: str, table: str) -> str:
+        suffix = f"__{self.generation}" if self.generation else ""
+        return f"{schema}.{self.prefix}{table}{suffix}"
+
+    @property
+    def bronze(self) -> str:
+        return self._name("bronze", "events_raw")
+
+    @property
+    def candidates(self) -> str:
+        return self._name("silver", "event_candidates")
+
+    @property
+    def events(self) -> str:
+        return self._name("silver", "events")
+
+    @property
+    def late_events(self) -> str:
+        return self._name("silver", "late_events")
+
+    @property
+    def duplicates(self) -> str:
+        return self._name("silver", "duplicates")
+
+    @property
+    def dead_letters(self) -> str:
+        return self._name("audit", "dead_letters")
+
+    @property
+    def commits(self) -> str:
+        return self._name("audit", "stream_commits")
+
+    def gold(self, name: str) -> str:
+        return self._name("gold", name)
+
+
+def load_pipeline(spec: str) -> Pipeline:
+    """Find a pipeline by entry-point name (group ``kappa.pipelines``) or by ``module:attribute``."""
+    target = spec
+    if ":" not in spec:
+        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
+        if not found:
+            known = sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+            raise PlatformError(f"no pipeline named {spec!r}; registered: {', '.join(known) or 'none'} "
+                                "(or give module:attribute)")
+        target = found[0].value
+    module_name, _, attribute = target.partition(":")
+    try:
+        pipeline = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise PlatformError(f"cannot load pipeline {target!r}: {exc}") from None
+    if not isinstance(pipeline, Pipeline):
+        raise PlatformError(f"{target!r} is a {type(pipeline).__name__}, not a Pipeline")
+    return pipeline

@@ -1,0 +1,1 @@
+"""Processes the platform starts on this machine: Kafka broker, local cluster, Airflow."""

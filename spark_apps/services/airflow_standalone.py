@@ -1,0 +1,200 @@
+"""This machine's Airflow (``kappa airflow start|stop|status``): SQLite, LocalExecutor, loopback only.
+
+It runs what ``airflow standalone`` runs (a migrated metadata database, then the API server, the
+scheduler, the DAG processor and the triggerer) with the platform's environment, with one change:
+standalone's scheduler and triggerer each start a log server on every interface (the host is
+hard-coded in ``airflow.utils.serve_logs``), so they run with ``--skip-serve-logs`` and one log
+server for both listens on the loopback address instead. Every process joins one process group,
+recorded in a pid file, so ``stop`` ends all of them and only them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import Settings
+from spark_apps.services.airflow_env import ADMIN_USER, airflow_environment
+
+START_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 30.0
+HEALTH_PATH = "/api/v2/monitor/health"
+HEALTHY_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
+
+
+class AirflowError(PlatformError):
+    """Airflow could not be started, reached or stopped."""
+
+
+@dataclass(frozen=True)
+class Running:
+    """A started Airflow: where to open it and how to log in."""
+
+    url: str
+    process_group: int
+    user: str
+    password: str
+    log: Path
+
+
+def components(settings: Settings) -> dict[str, list[str]]:
+    """The command line of every process, by name; each binds only ``settings.airflow_host``."""
+    airflow = [sys.executable, "-m", "airflow"]
+    host = settings.airflow_host
+    return {
+        "api-server": [*airflow, "api-server", "--host", host, "--port", str(settings.airflow_port)],
+        "scheduler": [*airflow, "scheduler", "--skip-serve-logs"],
+        "dag-processor": [*airflow, "dag-processor"],
+        "triggerer": [*airflow, "triggerer", "--skip-serve-logs"],
+        "log-server": [sys.executable, "-m", "uvicorn", "--factory", "airflow.utils.serve_logs.log_server:get_app",
+                       "--host", host, "--port", str(settings.airflow_log_server_port), "--no-access-log"],
+    }
+
+
+def is_healthy(health: dict) -> bool:
+    """Ready as standalone means it: the database answers and scheduler, triggerer and DAG processor heartbeat."""
+    return all((health.get(name) or {}).get("status") == "healthy" for name in HEALTHY_COMPONENTS)
+
+
+def url(settings: Settings) -> str:
+    return f"http://{settings.airflow_host}:{settings.airflow_port}"
+
+
+def pid_file(settings: Settings) -> Path:
+    return settings.run_dir / "airflow.pid"
+
+
+def log_file(settings: Settings) -> Path:
+    return settings.log_dir / "airflow.log"
+
+
+def start(settings: Settings) -> Running:
+    """Start Airflow unless it runs already; return once the API server reports every component healthy."""
+    launched = running_group(settings) is None
+    if launched:
+        for port in (settings.airflow_port, settings.airflow_log_server_port):
+            if _port_in_use(settings.airflow_host, port):
+                raise AirflowError(f"port {port} on {settings.airflow_host} is taken by another process; stop it "
+                                   "or set KAPPA_AIRFLOW_PORT / KAPPA_AIRFLOW_LOG_SERVER_PORT to free ports")
+        _launch(settings)
+    try:
+        _wait_until_healthy(settings)
+    except BaseException:
+        if launched:
+            stop(settings)
+        raise
+    return Running(url=url(settings), process_group=running_group(settings), user=ADMIN_USER,
+                   password=_password(settings), log=log_file(settings))
+
+
+def _launch(settings: Settings) -> None:
+    env = {**os.environ, **airflow_environment(settings)}
+    for folder in (settings.airflow_home, settings.log_dir, settings.run_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    with open(log_file(settings), "ab") as log:
+        migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, stdout=log,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+        if migrated.returncode != 0:
+            raise AirflowError(f"migrating the Airflow database failed; see {log_file(settings)}")
+        group = 0
+        for command in components(settings).values():
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, process_group=group)
+            group = group or process.pid
+    pid_file(settings).write_text(f"{group}\n")
+
+
+def _wait_until_healthy(settings: Settings) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = None
+    while time.monotonic() < deadline:
+        if running_group(settings) is None:
+            raise AirflowError(f"Airflow exited while starting; see {log_file(settings)}")
+        last = health(settings) or last
+        if last is not None and is_healthy(last):
+            return
+        time.sleep(1)
+    raise AirflowError(f"Airflow was not healthy at {url(settings)} within {START_TIMEOUT_S:.0f}s "
+                       f"({json.dumps(last) if last else 'no answer'}); see {log_file(settings)}")
+
+
+def _password(settings: Settings) -> str:
+    """The admin password the API server generated (once, kept across restarts)."""
+    path = Path(airflow_environment(settings)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+    return json.loads(path.read_text())[ADMIN_USER]
+
+
+def health(settings: Settings) -> dict | None:
+    """What the API server says about each component, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(url(settings) + HEALTH_PATH, timeout=5) as response:
+            return json.load(response)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def running_group(settings: Settings) -> int | None:
+    """The process group of our running Airflow, or None (a stale pid file is removed)."""
+    try:
+        group = int(pid_file(settings).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    if any(b"airflow" in _cmdline(pid) for pid in _members(group)):
+        return group
+    pid_file(settings).unlink(missing_ok=True)
+    return None
+
+
+def stop(settings: Settings) -> bool:
+    """Stop every process of the group (SIGTERM, then SIGKILL after a timeout). True if it was running."""
+    group = running_group(settings)
+    if group is None:
+        return False
+    for sig, patience in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(group, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + patience
+        while _members(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not _members(group):
+            break
+    pid_file(settings).unlink(missing_ok=True)
+    return True
+
+
+def _members(group: int) -> list[int]:
+    """Live (not zombie) processes of a process group, from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == group:
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0

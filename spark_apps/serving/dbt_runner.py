@@ -1,0 +1,207 @@
+"""dbt over the reconciled serving views, on the platform's own SparkSession.
+
+``dbt_project/profiles.yml`` uses dbt-spark's in-process ``session`` connection: dbt runs its SQL on
+the SparkSession already running in this process. Starting that session with ``get_spark`` first
+gives dbt the same Delta configuration, jars and warehouse catalog as every app, plus the
+``serving.*`` views as the serving state says, with nothing repeated in dbt's profile.
+
+Two rules guard what analysts read:
+
+- dbt refuses to run while a gold table has never been reconciled, or while its view still reads the
+  stream table although the table's latest reconciliation failed (a failure switches the view to the
+  batch snapshot; until that happened, the models would be built on unproven data);
+- a failed dbt test, model or stale source pages on-call through the alerts module.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.settings import Settings
+from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.serving.state import KAPPA
+
+log = logging.getLogger(__name__)
+FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
+# `kappa dbt <action>`: the dbt commands the platform runs.
+COMMANDS = {"build": ["build"], "run": ["run"], "test": ["test"], "freshness": ["source", "freshness"],
+            "docs": ["docs", "generate", "--static"]}
+# dbt commands that read the serving views; `docs generate` and `parse` only describe the project.
+READING_COMMANDS = frozenset({"build", "run", "test", "seed", "snapshot", "source", "show"})
+
+
+class DbtRefused(PlatformError):
+    """dbt was not started: some gold table's serving view is not backed by a passing reconciliation."""
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    """One dbt node's outcome: a model, a data test, a unit test or a source freshness check."""
+
+    unique_id: str
+    resource_type: str
+    status: str
+    failures: int | None
+    message: str
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_STATUSES
+
+
+@dataclass
+class DbtOutcome:
+    command: str
+    success: bool
+    results: list[NodeResult] = field(default_factory=list)
+    served: dict[str, str] = field(default_factory=dict)  # view -> what it reads, e.g. batch.x@v3
+    error: str = ""
+    target_dir: str = ""
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [r for r in self.results if r.failed]
+
+    def counts(self) -> dict[str, int]:
+        tally: dict[str, int] = {}
+        for r in self.results:
+            tally[r.status] = tally.get(r.status, 0) + 1
+        return tally
+
+    def as_json(self) -> dict:
+        return {"command": self.command, "success": self.success, "counts": self.counts(), "served": self.served,
+                "error": self.error, "target_dir": self.target_dir,
+                "failed": [{"node": r.unique_id, "type": r.resource_type, "status": r.status,
+                            "failures": r.failures, "message": r.message} for r in self.failed]}
+
+
+def refusals(gold_views: Mapping[str, str], served: Mapping[str, tuple[str, str]],
+             latest: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """Why dbt must not run, one line per gold table; empty when every view is backed by a reconciliation.
+
+    ``gold_views``: gold table -> serving view; ``served``: gold table -> (mode, source table) of its
+    newest serving decision; ``latest``: stream table -> (run id, success) of its newest reconciliation. Keyed by
+    the stream table, so a failed replay generation (``gold.x__g3``) does not block views that read another one.
+    """
+    reasons = []
+    for table, view in sorted(gold_views.items()):
+        if table not in served:
+            reasons.append(f"{view}: no reconciliation has decided what it serves yet; run `kappa reconcile`")
+            continue
+        mode, source = served[table]
+        run_id, success = latest.get(source, ("", True))
+        if not success and mode == KAPPA:
+            reasons.append(f"{view} still reads the stream table {source}, but its latest reconciliation {run_id} "
+                           f"failed; run `kappa serving advance --run-id {run_id}` to switch it to the batch snapshot")
+    return reasons
+
+
+def check_sources(spark, settings: Settings, pipeline: Pipeline) -> dict[str, str]:
+    """What each serving view reads, or DbtRefused when dbt must not build on it."""
+    from spark_apps.audit.ledger import latest_runs
+    from spark_apps.serving import state as serving
+
+    tables = pipeline.tables()
+    gold_views = {tables.gold(g.name): serving.serving_view(tables.gold(g.name)) for g in pipeline.gold_tables}
+    decisions = serving.current(spark, settings, pipeline.name)
+    reasons = refusals(gold_views, {t: (d.mode, d.source_table) for t, d in decisions.items()},
+                       latest_runs(spark, settings, pipeline.name))
+    if reasons:
+        raise DbtRefused("dbt refused: " + "; ".join(reasons))
+    return {gold_views[t]: serving.served_from(d) for t, d in sorted(decisions.items()) if t in gold_views}
+
+
+def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) -> DbtOutcome:
+    """Run one dbt command (``build``, ``test``, ``source freshness``, ``docs generate`` ...) on ``spark``.
+
+    Refuses (and alerts) before reading unreconciled data; alerts when a node fails.
+    """
+    if not args:
+        raise PlatformError("name a dbt command, e.g. `kappa dbt build`")
+    command = " ".join(a for a in args[:2] if not a.startswith("-"))
+    served: dict[str, str] = {}
+    if args[0] in READING_COMMANDS:
+        try:
+            served = check_sources(spark, settings, pipeline)
+        except DbtRefused as refused:
+            _alert(spark, settings, pipeline, "warning", f"dbt {command} refused", str(refused), {})
+            raise
+        log.info("dbt %s over %s", command, ", ".join(f"{v} <- {s}" for v, s in served.items()))
+    outcome = _views_first(settings, list(args)) or _invoke(settings, list(args))
+    outcome.served = served
+    if not outcome.success:
+        failed = outcome.failed
+        summary = (f"dbt {command}: {len(failed)} failed - " + ", ".join(r.unique_id for r in failed[:5])
+                   if failed else f"dbt {command} failed: {outcome.error or 'see the dbt log'}")
+        _alert(spark, settings, pipeline, "critical", summary, outcome.error, outcome.as_json())
+    return outcome
+
+
+def _views_first(settings: Settings, args: list[str]) -> DbtOutcome | None:
+    """Staging views live in this session's catalog only (they are not Delta tables in the warehouse), so a
+    selective run creates them first; returns the failed outcome if that fails."""
+    if args[0] not in {"build", "run", "test", "show"} or "--select" not in args:
+        return None
+    views = _invoke(settings, ["run", "--select", "config.materialized:view"])
+    return None if views.success else views
+
+
+def _invoke(settings: Settings, args: list[str]) -> DbtOutcome:
+    from dbt.cli.main import dbtRunner
+
+    settings.dbt_target_dir.mkdir(parents=True, exist_ok=True)
+    settings.dbt_log_dir.mkdir(parents=True, exist_ok=True)
+    project = str(settings.dbt_project_dir)
+    full = [*args, "--project-dir", project, "--profiles-dir", project,
+            "--target-path", str(settings.dbt_target_dir), "--log-path", str(settings.dbt_log_dir)]
+    with _environment(settings):
+        result = dbtRunner().invoke(full)
+    nodes = [_node(r) for r in getattr(result.result, "results", None) or []]
+    error = "" if result.exception is None else f"{type(result.exception).__name__}: {result.exception}"
+    return DbtOutcome(command=" ".join(args), success=bool(result.success), results=nodes, error=error,
+                      target_dir=str(settings.dbt_target_dir))
+
+
+def _node(result) -> NodeResult:
+    node = result.node
+    return NodeResult(unique_id=node.unique_id, resource_type=str(node.resource_type),
+                      status=str(result.status), failures=getattr(result, "failures", None),
+                      message=str(getattr(result, "message", "") or ""))
+
+
+@contextmanager
+def _environment(settings: Settings) -> Iterator[None]:
+    """The ``KAPPA_*`` variables the project's YAML reads (``env_var``); no usage tracking, no colours in logs."""
+    wanted = {**settings.as_env(), "DO_NOT_TRACK": "1", "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+              "DBT_USE_COLORS": str(sys.stdout.isatty()).lower()}
+    saved = {key: os.environ.get(key) for key in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _alert(spark, settings: Settings, pipeline: Pipeline, severity: str, summary: str, error: str,
+           details: dict) -> None:
+    raise_alert(spark, settings, Alert(
+        severity=severity, summary=summary, source=f"dbt ({pipeline.name})", dedup_key=f"dbt:{pipeline.name}",
+        details={**details, "error": error, "dbt_log": str(settings.dbt_log_dir / "dbt.log")},
+        runbook=runbook("dbt-failed")))
+
+
+def docs_index(settings: Settings) -> Path:
+    """The single-file dbt docs site ``kappa dbt docs`` writes (``dbt docs generate --static``)."""
+    return settings.dbt_target_dir / "static_index.html"

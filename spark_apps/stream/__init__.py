@@ -1,0 +1,1 @@
+"""The Kappa layer: the Structured Streaming job and its fault-injection hook."""

@@ -1,0 +1,367 @@
+"""The Kappa layer: one Structured Streaming query that keeps every stream table of a pipeline.
+
+Per micro-batch (``foreachBatch``), in this order, each write idempotent for (app id, batch id):
+
+1. ``bronze.events_raw``: every record with its log coordinates and append time (append);
+2. ``audit.dead_letters``: records that failed parsing or validation, with the reason (append);
+3. ``silver.event_candidates``: every valid record (append) - so bronze = candidates + dead letters;
+4. ``silver.events`` / ``silver.duplicates`` / ``silver.late_events``: for the event ids the batch
+   touches, recomputed from all their candidates (the lowest partition, offset wins);
+5. each gold table: for the keys the batch touches, recomputed completely from silver (MERGE);
+6. ``audit.stream_commits``: the batch id and the log prefix the tables now reflect.
+
+Every one of those commits also carries the batch id and end offsets in its ``userMetadata``.
+Replaying a batch after a crash at any point leaves every table as if it ran once. Only one instance
+runs per checkpoint (a second one is fenced out at start, see ``fencing``), and a MERGE that conflicts
+with a concurrent commit (an OPTIMIZE) is retried a few times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.progress import timed
+from spark_apps.core.settings import Settings
+from spark_apps.io import lineage
+from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
+from spark_apps.io.fencing import CheckpointFence
+from spark_apps.pipeline.declaration import Pipeline, TableNames
+from spark_apps.pipeline.determinism import assert_deterministic
+from spark_apps.stream.faults import FaultPlan
+from spark_apps.transforms.events import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
+from spark_apps.transforms.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
+
+log = logging.getLogger(__name__)
+APP_ID_FILE = "kappa_app_id"
+# Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
+BRONZE_COLUMNS = COORDINATE_COLUMNS
+
+
+class CheckpointMismatch(PlatformError):
+    """The checkpoint and the tables disagree in a way that would skip or repeat data."""
+
+
+class StreamFailed(PlatformError):
+    """The query stopped with an error; ``detail`` keeps Spark's whole message for logs and tests."""
+
+    def __init__(self, summary: str, detail: str) -> None:
+        super().__init__(summary)
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    batch_id: int
+    records: int
+    dead_letters: int
+    duration_s: float
+    stage_seconds: dict[str, float]
+
+
+class StreamJob:
+    """Builds the tables, checks the checkpoint against them, runs the query."""
+
+    def __init__(self, spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> None:
+        self.spark = spark
+        self.settings = settings
+        self.pipeline = pipeline
+        self.tables: TableNames = pipeline.tables(generation)
+        self.topic = pipeline.source_topic(settings)
+        suffix = f"__{generation}" if generation else ""
+        self.checkpoint: Path = settings.checkpoint_root / f"{pipeline.table_prefix}{pipeline.name}{suffix}"
+        self.faults = FaultPlan(settings.fault_inject)
+        # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
+        self.fence = CheckpointFence(self.checkpoint)
+        self.app_id: str | None = None
+        self.stats: list[BatchStats] = []
+
+    def path(self, table: str) -> str:
+        return str(table_path(self.settings, table))
+
+    # ---- tables -------------------------------------------------------------------------------
+
+    def ensure_tables(self) -> None:
+        """Create every stream table (empty) with the schema the transforms produce, after refusing a
+        pipeline whose gold functions are not deterministic (so a refused one leaves no table behind)."""
+        schema = self.pipeline.schema
+        raw = self.spark.createDataFrame([], "key binary, value binary, topic string, partition int, "
+                                             "offset long, timestamp timestamp, timestampType int")
+        parsed = parse_records(raw, schema)
+        candidates = candidate_rows(parsed, self.pipeline.schema)
+        events = winners(candidates, schema.id_field, schema.time_field, self.settings.allowed_lateness_s)
+        on_time = events.where("NOT is_late")
+        assert_deterministic(self.pipeline, on_time, self.settings)
+        cdf = {"delta.enableChangeDataFeed": "true"}
+        ensure_table(self.spark, self.settings, self.tables.bronze, parsed.select(*BRONZE_COLUMNS).schema)
+        ensure_table(self.spark, self.settings, self.tables.dead_letters, dead_letters(parsed).schema)
+        ensure_table(self.spark, self.settings, self.tables.candidates, candidates.schema)
+        ensure_table(self.spark, self.settings, self.tables.events, events.schema, properties=cdf)
+        ensure_table(self.spark, self.settings, self.tables.late_events, events.schema)
+        ensure_table(self.spark, self.settings, self.tables.duplicates,
+                     losers(candidates, schema.id_field).schema)
+        ensure_table(self.spark, self.settings, self.tables.commits, _commits_schema())
+        for gold in self.pipeline.gold_tables:
+            output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
+            ensure_table(self.spark, self.settings, self.tables.gold(gold.name), output.schema,
+                         properties=cdf if gold.change_data_feed else None)
+
+    # ---- checkpoint safety -------------------------------------------------------------------
+
+    def check_checkpoint(self) -> str:
+        """Return the app id tied to this checkpoint, refusing any state that would skip or repeat data."""
+        app_file = self.checkpoint / APP_ID_FILE
+        planned = lineage.planned_batches(self.checkpoint)
+        done = lineage.committed_batches(self.checkpoint)
+        commits = self.spark.read.format("delta").load(self.path(self.tables.commits))
+        recorded = commits.groupBy("app_id").agg({"batch_id": "max"}).collect()
+        fix = "`kappa stream --reset --yes` rebuilds every stream table from offset 0"
+        if not app_file.exists():
+            if planned:
+                raise CheckpointMismatch(f"checkpoint {self.checkpoint} has batches but no {APP_ID_FILE}: it was "
+                                         f"not made by this platform; move it away or run {fix}")
+            if recorded:
+                owners = ", ".join(f"{r['app_id']} up to batch {r['max(batch_id)']}" for r in recorded)
+                raise CheckpointMismatch(
+                    f"checkpoint {self.checkpoint} is missing but {self.tables.commits} records batches "
+                    f"({owners}); starting over would reprocess the log into tables that already hold it. "
+                    f"Restore the checkpoint, or run {fix}")
+            self.checkpoint.mkdir(parents=True, exist_ok=True)
+            app_file.write_text(f"kappa-{self.pipeline.name}-{uuid.uuid4()}\n")
+            return app_file.read_text().strip()
+        app_id = app_file.read_text().strip()
+        foreign = [r["app_id"] for r in recorded if r["app_id"] != app_id]
+        if foreign:
+            raise CheckpointMismatch(f"{self.tables.commits} holds batches of {foreign} but the checkpoint "
+                                     f"belongs to {app_id}; a reset checkpoint would skip data. Run {fix}")
+        last_table = max((r["max(batch_id)"] for r in recorded), default=-1)
+        last_done = done[-1] if done else -1
+        if last_table > last_done + 1:
+            raise CheckpointMismatch(f"the tables reflect batch {last_table} but the checkpoint only "
+                                     f"committed {last_done}: the checkpoint is older than the tables. Run {fix}")
+        if last_table < last_done:
+            raise CheckpointMismatch(f"the checkpoint committed batch {last_done} but the tables only hold "
+                                     f"batch {last_table}: tables were restored or lost data. Run {fix}")
+        return app_id
+
+    def reset(self) -> None:
+        """Delete this job's checkpoint and stream tables (the log is untouched); never under a running instance."""
+        import shutil
+
+        self.fence.acquire()
+        for table in self._all_tables():
+            self.spark.sql(f"DROP TABLE IF EXISTS {table}")
+            shutil.rmtree(self.path(table), ignore_errors=True)
+        shutil.rmtree(self.checkpoint, ignore_errors=True)
+
+    def _all_tables(self) -> list[str]:
+        t = self.tables
+        return [t.bronze, t.dead_letters, t.candidates, t.events, t.late_events, t.duplicates, t.commits,
+                *[t.gold(g.name) for g in self.pipeline.gold_tables]]
+
+    # ---- the micro-batch ----------------------------------------------------------------------
+
+    def process_batch(self, batch_df, batch_id: int) -> None:
+        """Apply one micro-batch to every table; safe to call again with the same batch id."""
+        started = time.monotonic()
+        timings: dict[str, float] = {}
+        spark = batch_df.sparkSession
+        app_id = self.app_id
+        end = lineage.batch_end_offsets(self.checkpoint, batch_id, self.topic)
+        meta = {"pipeline": self.pipeline.name, "app_id": app_id, "batch_id": batch_id, "topic": self.topic,
+                "end_offsets": {str(p): o for p, o in sorted(end.items())},
+                "stream_start_offsets": {str(p): o for p, o in
+                                         sorted(lineage.initial_offsets(self.checkpoint, self.topic).items())}}
+        with commit_metadata(spark, meta):
+            with timed(timings, "parse"):
+                # Read Kafka and parse once; every write below reuses these rows.
+                parsed = parse_records(batch_df, self.pipeline.schema).localCheckpoint(eager=True)
+                counts = parsed.groupBy(parsed["dead_letter_reason"].isNull().alias("ok")).count().collect()
+            n_valid = sum(r["count"] for r in counts if r["ok"])
+            n_dead = sum(r["count"] for r in counts if not r["ok"])
+            with timed(timings, "bronze"):
+                idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
+            self.faults.reached("after_bronze", batch_id)
+            with timed(timings, "dead_letters"):
+                idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
+            self.faults.reached("after_dead_letters", batch_id)
+            with timed(timings, "candidates"):
+                idempotent_append(candidate_rows(parsed, self.pipeline.schema), self.path(self.tables.candidates),
+                                  app_id, batch_id)
+            self.faults.reached("after_candidates", batch_id)
+            if n_valid:
+                self._recompute_silver_and_gold(spark, parsed, app_id, batch_id, timings)
+            self.faults.reached("after_gold", batch_id)
+            with timed(timings, "commit_record"):
+                self._record_commit(spark, meta, batch_id, n_valid + n_dead, n_dead, time.monotonic() - started)
+            self.faults.reached("before_checkpoint_commit", batch_id)
+        stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings)
+        self.stats.append(stats)
+        log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
+                 ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+
+    def _recompute_silver_and_gold(self, spark, parsed, app_id: str, batch_id: int,
+                                   timings: dict[str, float]) -> None:
+        from pyspark.sql import functions as F
+
+        schema = self.pipeline.schema
+        key = (schema.id_field,)
+        lateness = self.settings.allowed_lateness_s
+        with timed(timings, "touched_candidates"):
+            ids = touched_keys(valid_events(parsed), key).localCheckpoint(eager=True)
+            all_candidates = spark.read.format("delta").load(self.path(self.tables.candidates))
+            candidates = rows_of_keys(all_candidates, ids, key).localCheckpoint(eager=True)
+        event_rows = winners(candidates, schema.id_field, schema.time_field, lateness)
+        # With one candidate per touched id there are no duplicates of them, and with no late candidate no
+        # winner of them is or was late: those two tables then hold no row of these ids and need no MERGE.
+        has_repeats, has_late = candidates.agg(
+            (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
+            F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
+        with timed(timings, "silver_events"):
+            self._upsert(spark, self.tables.events, key, key, ids, event_rows, app_id, batch_id)
+        if has_repeats:
+            with timed(timings, "silver_duplicates"):
+                self._upsert(spark, self.tables.duplicates, COORDINATES, key, ids,
+                             losers(candidates, schema.id_field), app_id, batch_id)
+        if has_late:
+            with timed(timings, "silver_late_events"):
+                self._upsert(spark, self.tables.late_events, key, key, ids,
+                             event_rows.where("is_late"), app_id, batch_id)
+        self.faults.reached("after_silver", batch_id)
+        on_time = spark.read.format("delta").load(self.path(self.tables.events)).where("NOT is_late")
+        for gold in self.pipeline.gold_tables:
+            with timed(timings, f"gold_{gold.name}"):
+                # Keys of every record of the touched ids, so a replaced winner's old keys are redone too.
+                affected = touched_keys(gold.key_rows(candidates, self.settings),
+                                        gold.recompute_keys).localCheckpoint(eager=True)
+                rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected, gold.recompute_keys)
+                self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys,
+                             gold.recompute_keys, affected, gold.compute(rows, self.settings), app_id, batch_id)
+
+    def _upsert(self, spark, table: str, *args) -> None:
+        """``upsert_recomputed`` into ``table``, retried (bounded, logged) when a concurrent commit such as the
+        OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the table, and the (app id, batch
+        id) pair keeps it idempotent."""
+        from spark_apps.ops.maintenance import with_retries  # imported here: maintenance imports this module
+
+        with_retries(lambda: upsert_recomputed(spark, self.path(table), *args), f"MERGE into {table} (stream)")
+
+    def _record_commit(self, spark, meta: dict, batch_id: int, records: int, dead: int, duration: float) -> None:
+        from pyspark.sql import Row
+
+        start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
+        row = Row(pipeline=meta["pipeline"], app_id=meta["app_id"], batch_id=batch_id, topic=self.topic,
+                  start_offsets={int(p): int(o) for p, o in start.items()},
+                  end_offsets={int(p): int(o) for p, o in meta["end_offsets"].items()},
+                  records=records, dead_letters=dead, duration_ms=int(duration * 1000))
+        frame = spark.createDataFrame([row], _commits_schema())
+        idempotent_append(frame, self.path(self.tables.commits), meta["app_id"], batch_id)
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        self.fence.acquire()
+        try:
+            self.ensure_tables()
+            self.app_id = self.check_checkpoint()
+        except BaseException:
+            self.fence.release()
+            raise
+
+    def start(self, until_caught_up: bool):
+        """Start the query; ``until_caught_up`` processes what the log holds now and stops."""
+        if self.app_id is None:
+            self.prepare()
+        reader = (self.spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap_servers)
+                  .option("subscribe", self.topic)
+                  .option("startingOffsets", "earliest")
+                  .option("failOnDataLoss", "true")
+                  .option("maxOffsetsPerTrigger", str(self.settings.max_offsets_per_trigger)))
+        writer = (reader.load().writeStream
+                  .queryName(f"kappa-{self.pipeline.name}")
+                  .option("checkpointLocation", str(self.checkpoint))
+                  .foreachBatch(self.process_batch))
+        if until_caught_up:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_s} seconds")
+        return writer.start()
+
+    def run(self, until_caught_up: bool = True, heartbeat: Path | None = None) -> list[BatchStats]:
+        """Run the query in the foreground; SIGTERM or Ctrl-C stops it between checks, safely."""
+        try:
+            return self._run_query(until_caught_up, heartbeat)
+        finally:
+            self.fence.release()
+
+    def _run_query(self, until_caught_up: bool, heartbeat: Path | None) -> list[BatchStats]:
+        from pyspark.errors import StreamingQueryException
+
+        query = self.start(until_caught_up)
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)} \
+            if threading.current_thread() is threading.main_thread() else {}
+        try:
+            while query.isActive and not stop.is_set():
+                query.awaitTermination(0.5)
+                if heartbeat is not None:
+                    write_heartbeat(heartbeat, query, self.stats)
+            if stop.is_set():
+                query.stop()
+            query.awaitTermination()
+        except StreamingQueryException as failure:
+            detail = str(failure)
+            cause = next((line.strip() for line in detail.splitlines()
+                          if "Error:" in line or "Exception:" in line or "Fault:" in line),
+                         detail.splitlines()[0] if detail else "unknown error")
+            raise StreamFailed(f"the streaming query failed: {cause}", detail) from None
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if heartbeat is not None:
+            write_heartbeat(heartbeat, query, self.stats)
+        return self.stats
+
+
+def write_heartbeat(path: Path, query, stats: list[BatchStats]) -> None:
+    """What a supervisor reads: last batch, its offsets and lag, durations, when."""
+    progress = query.lastProgress or {}
+    sources = progress.get("sources") or [{}]
+    payload = {
+        "written_at_epoch_s": time.time(),
+        "query_active": query.isActive,
+        "last_batch_id": stats[-1].batch_id if stats else None,
+        "last_batch_records": stats[-1].records if stats else None,
+        "last_batch_duration_s": round(stats[-1].duration_s, 3) if stats else None,
+        "end_offsets": sources[0].get("endOffset"),
+        "latest_offsets": sources[0].get("latestOffset"),
+        "offsets_behind_latest": (sources[0].get("metrics") or {}).get("maxOffsetsBehindLatest"),
+        "input_rows_per_second": progress.get("inputRowsPerSecond"),
+        "processed_rows_per_second": progress.get("processedRowsPerSecond"),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.replace(path)
+
+
+def _commits_schema():
+    from pyspark.sql.types import IntegerType, LongType, MapType, StringType, StructField, StructType
+
+    offsets = MapType(IntegerType(), LongType())
+    return StructType([
+        StructField("pipeline", StringType()), StructField("app_id", StringType()),
+        StructField("batch_id", LongType()), StructField("topic", StringType()),
+        StructField("start_offsets", offsets), StructField("end_offsets", offsets),
+        StructField("records", LongType()), StructField("dead_letters", LongType()),
+        StructField("duration_ms", LongType()),
+    ])
