@@ -10,8 +10,8 @@ from spark_apps.audit.run import AuditRun, audit
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.stream.job import StreamFailed
-from tests.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
-from tests.webhook import WebhookReceiver
+from tests.support.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
+from tests.support.webhook import WebhookReceiver
 
 
 @pytest.fixture(scope="session")

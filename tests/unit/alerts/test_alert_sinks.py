@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_apps.alerts.dispatch import Alert, runbook
 from spark_apps.alerts import sinks as alert_sinks
+from spark_apps.alerts.dispatch import Alert, runbook
 from spark_apps.alerts.sinks import Delivery, deliver, pagerduty_payload, slack_payload, webhook_payload
 from spark_apps.core.settings import Settings
 

@@ -17,10 +17,11 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import MERCHANT_REVENUE, PIPELINE, merchant_revenue
+from spark_apps.serving import generations, replay
 from spark_apps.serving import state as serving
 from spark_apps.serving.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
-from spark_apps.serving.state import KAPPA, LAMBDA, Decision, generations, replay
-from tests.streams import fresh_stream_settings, produce_hard_cases, run_stream
+from spark_apps.serving.state import KAPPA, LAMBDA, Decision
+from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
 GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]

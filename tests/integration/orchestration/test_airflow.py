@@ -22,11 +22,11 @@ from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.services.airflow_env import airflow_environment
 from spark_apps.serving import state as serving
-from tests.streams import fresh_stream_settings, produce_hard_cases, run_stream
+from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
 GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
-PROBE = PROJECT_ROOT / "tests" / "airflow_probe.py"
+PROBE = PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ def parsed(tmp_path_factory) -> dict:
     settings = Settings(home=home)
     env = {**airflow_environment(settings), "KAPPA_HOME": str(home), "KAPPA_RECONCILE_SCHEDULE": "@daily",
            "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4"}
-    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "tests" / "airflow_probe.py"), "parse",
+    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"), "parse",
                            str(PROJECT_ROOT / "dags")], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -13,8 +13,8 @@ from spark_apps.io.log_reader import read_log_range
 from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.stream.job import CheckpointMismatch, StreamJob
-from tests.expected import as_utc, customer_sessions, merchant_revenue, order_status
-from tests.streams import FAULTS
+from tests.support.expected import as_utc, customer_sessions, merchant_revenue, order_status
+from tests.support.streams import FAULTS
 
 pytestmark = pytest.mark.integration
 

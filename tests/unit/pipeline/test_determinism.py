@@ -96,7 +96,7 @@ def test_order_sensitive_functions_pass_when_an_ordering_decides(spark, settings
 
 def test_the_marketplace_and_the_test_pipeline_are_accepted(spark, settings):
     assert_deterministic(PIPELINE, silver_events(spark), settings)
-    sensors = load_pipeline("tests.sensor_pipeline:PIPELINE")
+    sensors = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
     assert_deterministic(sensors, silver_events(spark, sensors.schema), settings)
 
 

@@ -20,7 +20,7 @@ from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 from spark_apps.stream.job import StreamJob
-from tests.expected import UTC, as_utc
+from tests.support.expected import UTC, as_utc
 
 pytestmark = pytest.mark.integration
 
@@ -142,7 +142,7 @@ def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings,
 
 
 def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spark, settings, make_topic, tmp_path):
-    pipeline = load_pipeline("tests.sensor_pipeline:PIPELINE")
+    pipeline = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
     config = stream_settings(make_topic, settings, tmp_path, pipeline.topic, partitions=2, allowed_lateness_s=3 * 3600)
     hour = dt.datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     minutes_before = lambda m: hour - dt.timedelta(minutes=m)  # noqa: E731

@@ -13,7 +13,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT
-from tests.webhook import WebhookReceiver
+from tests.support.webhook import WebhookReceiver
 
 
 @pytest.fixture(scope="module")

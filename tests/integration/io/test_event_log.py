@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, TopicPartition
 from spark_apps.io.producer import produce
 from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
-from tests.expected import event_time
+from tests.support.expected import event_time
 
 pytestmark = pytest.mark.integration
 UTC = dt.UTC
