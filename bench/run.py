@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import platform
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from bench import stats
 from bench.page import render
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import PROJECT_ROOT, Settings
+from spark_apps.services.processes import free_port
 
 RESULTS = PROJECT_ROOT / "bench" / "results"
 log = logging.getLogger("bench")
@@ -52,12 +52,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.latency_seconds <= 0 or args.batch <= 0:
         parser.error("--latency-seconds and --batch must be above 0")
     return args
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def machine_facts(spark) -> dict:

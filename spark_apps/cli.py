@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.paths import dbt_docs_index, heartbeat_path
 from spark_apps.core.settings import Settings
 
 EXIT_USAGE = 2
@@ -93,7 +94,7 @@ def _stream(args: argparse.Namespace, settings: Settings) -> int:
     if args.reset:
         job.reset()
         print(f"deleted the checkpoint {job.checkpoint} and the stream tables of {pipeline.name}")
-    heartbeat = settings.run_dir / f"{pipeline.name}.heartbeat.json"
+    heartbeat = heartbeat_path(settings, pipeline.name)
     stats = job.run(until_caught_up=not args.continuous, heartbeat=heartbeat)
     records = sum(s.records for s in stats)
     replayed = f" generation {generation}" if generation else ""
@@ -126,8 +127,8 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.audit import ledger
-    from spark_apps.audit.report import report_path
     from spark_apps.audit.run import audit, summary_lines
+    from spark_apps.core.paths import report_path
     from spark_apps.io.spark_session import get_spark
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.serving import state as serving
@@ -315,7 +316,7 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
 def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io.spark_session import get_spark
     from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, docs_index, run_dbt
+    from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, run_dbt
 
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     spark = get_spark(settings, app_name=f"kappa-dbt-{pipeline.name}")
@@ -330,7 +331,7 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts().items()))
     print(f"dbt {outcome.command}: {'ok' if outcome.success else 'FAILED'} ({counts or 'nothing ran'})")
     if args.action == "docs" and outcome.success:
-        print(f"dbt docs: {docs_index(settings)}")
+        print(f"dbt docs: {dbt_docs_index(settings)}")
     _write_json(args.json, outcome.as_json())
     if not outcome.success:
         print(f"kappa dbt: {len(outcome.failed)} failed; on-call has been alerted; log {settings.dbt_log_dir}",

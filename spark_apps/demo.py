@@ -32,6 +32,7 @@ def _compare_with_manifest(spark, tables, manifest) -> None:
 def run_demo(settings: Settings) -> int:
     from spark_apps.audit.report import write_report
     from spark_apps.audit.run import audit, summary_lines
+    from spark_apps.core.paths import dbt_docs_index, heartbeat_path
     from spark_apps.io.catalog import table_path
     from spark_apps.io.lineage import position_at
     from spark_apps.io.producer import produce
@@ -41,7 +42,7 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.serving import state as serving
-    from spark_apps.serving.dbt_runner import COMMANDS, docs_index, run_dbt
+    from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
     from spark_apps.stream.job import StreamJob
 
     _step(f"starting the embedded Kafka broker (KRaft) on {settings.kafka_bootstrap_servers}")
@@ -64,15 +65,14 @@ def run_demo(settings: Settings) -> int:
     _step("running the Kappa stream until it has caught up with the log")
     spark = get_spark(settings, app_name="kappa-demo")
     job = StreamJob(spark, settings, pipeline)
-    stats = job.run(until_caught_up=True, heartbeat=settings.run_dir / f"{pipeline.name}.heartbeat.json")
+    stats = job.run(until_caught_up=True, heartbeat=heartbeat_path(settings, pipeline.name))
     for batch in stats:
         print(f"batch {batch.batch_id}: {batch.records:,} records ({batch.dead_letters:,} dead letters) "
               f"in {batch.duration_s:.1f}s")
 
     _step("what the stream tables hold")
     tables = job.tables
-    for name in (tables.bronze, tables.dead_letters, tables.candidates, tables.events, tables.late_events,
-                 tables.duplicates, *[tables.gold(g.name) for g in pipeline.gold_tables]):
+    for name in pipeline.stream_table_names(commit_log=False):
         print(f"{name:32s} {spark.table(name).count():>10,} rows")
     reasons = spark.table(tables.dead_letters).groupBy("reason").count().orderBy("reason").collect()
     print("dead letters by reason: " + ", ".join(f"{r['reason']}={r['count']}" for r in reasons))
@@ -107,6 +107,6 @@ def run_demo(settings: Settings) -> int:
     report = write_report(settings, run)
     print(f"\nreconciliation report: {report}")
     if documented.success:
-        print(f"dbt docs (linked from the report): {docs_index(settings)}")
+        print(f"dbt docs (linked from the report): {dbt_docs_index(settings)}")
     print(f"\nThe broker keeps running (make down stops it). Warehouse: {settings.warehouse_dir}")
     return 0 if run.success and built.success else 1

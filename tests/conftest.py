@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import uuid
 from pathlib import Path
 
 import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT, Settings
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from spark_apps.services.processes import free_port
 
 
 @pytest.fixture(scope="session")

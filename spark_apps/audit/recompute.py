@@ -50,17 +50,14 @@ class StreamTable:
 
 def stream_tables(pipeline: Pipeline, generation: str = "") -> list[StreamTable]:
     """Every table the stream maintains (the commit log aside), with the key that identifies a row."""
-    base, current = pipeline.tables(), pipeline.tables(generation)
+    base = pipeline.tables()
     event_key = (pipeline.schema.id_field,)
-    pairs = [(base.bronze, current.bronze, COORDINATES),
-             (base.dead_letters, current.dead_letters, COORDINATES),
-             (base.candidates, current.candidates, COORDINATES),
-             (base.events, current.events, event_key),
-             (base.late_events, current.late_events, event_key),
-             (base.duplicates, current.duplicates, COORDINATES),
-             *[(base.gold(g.name), current.gold(g.name), g.primary_keys) for g in pipeline.gold_tables]]
-    return [StreamTable(label, stream, f"{SNAPSHOT_SCHEMA}.{label.split('.', 1)[1]}", keys)
-            for label, stream, keys in pairs]
+    keys = {base.events: event_key, base.late_events: event_key,
+            **{base.gold(g.name): g.primary_keys for g in pipeline.gold_tables}}
+    pairs = zip(pipeline.stream_table_names(commit_log=False),
+                pipeline.stream_table_names(generation, commit_log=False), strict=True)
+    return [StreamTable(label, stream, f"{SNAPSHOT_SCHEMA}.{label.split('.', 1)[1]}", keys.get(label, COORDINATES))
+            for label, stream in pairs]
 
 
 def bronze_equivalent(records):

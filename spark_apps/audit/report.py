@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_apps.audit.diff import KINDS, WINDOW_COLUMN
+from spark_apps.core.paths import dbt_docs_index, latest_report_path, report_path
 from spark_apps.core.settings import Settings
-from spark_apps.serving.dbt_runner import docs_index
 
 if TYPE_CHECKING:
     from spark_apps.audit.run import AuditRun, TableVerdict
@@ -105,17 +105,12 @@ code {_e(run.snapshot.code_version)}.</p>
 </body></html>"""
 
 
-def report_path(settings: Settings, pipeline: str, run_id: str) -> Path:
-    """Where a reconciliation run's page is written; alerts and JSON outputs link it before or after it exists."""
-    return settings.reports_dir / "reconciliation" / f"{pipeline}-{run_id}.html"
-
-
 def write_report(settings: Settings, run: AuditRun) -> Path:
     """Write the run's page and refresh ``latest.html`` beside it; link the dbt docs once they exist."""
     path = report_path(settings, run.pipeline, run.run_id)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    dbt_docs = docs_index(settings)
+    dbt_docs = dbt_docs_index(settings)
     path.write_text(render(run, dbt_docs if dbt_docs.exists() else None))
-    shutil.copyfile(path, folder / f"{run.pipeline}-latest.html")
+    shutil.copyfile(path, latest_report_path(settings, run.pipeline))
     return path

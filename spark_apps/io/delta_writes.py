@@ -9,11 +9,31 @@ whose (app id, version) the table already recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+CONFLICT_RETRIES = 3
+CONFLICTS = (DeltaConcurrentModificationException, ConcurrentWriteException, MetadataChangedException,
+             ProtocolChangedException, ConcurrentAppendException, ConcurrentDeleteReadException,
+             ConcurrentDeleteDeleteException, ConcurrentTransactionException)
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -96,3 +116,16 @@ def _range_condition(affected: DataFrame, keys: tuple[str, ...]) -> str:
 def _typed_literal(text: str, spark_type: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("'", "\\'")
     return f"CAST('{escaped}' AS {spark_type})"
+
+
+def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,
+                 sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run ``action``; on a Delta commit conflict try again, up to ``retries`` times, backing off 1, 2, 4 s."""
+    for attempt in range(retries):
+        try:
+            return action()
+        except CONFLICTS as exc:
+            log.warning("%s conflicted with a concurrent commit (%s); retry %d of %d", what, type(exc).__name__,
+                        attempt + 1, retries)
+            sleep(2 ** attempt)
+    return action()

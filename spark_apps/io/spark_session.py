@@ -65,12 +65,12 @@ def _base_conf(settings: Settings) -> dict[str, str]:
 
 
 def get_spark(settings: Settings, app_name: str = "kappa"):
-    """Create (or return the running) session, make every warehouse table visible by name, and point the
-    ``serving.*`` views where the serving state says."""
+    """Create (or return the running) session and make every warehouse table visible by name.
+
+    It registers no ``serving.*`` views: whoever reads them (serving decisions, dbt) points them first."""
     from pyspark.sql import SparkSession
 
     from spark_apps.io.catalog import register_warehouse_tables
-    from spark_apps.serving.state import register_views
 
     settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
@@ -79,5 +79,4 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     register_warehouse_tables(spark, settings)
-    register_views(spark, settings)
     return spark

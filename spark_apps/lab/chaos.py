@@ -538,7 +538,7 @@ def concurrent_optimize(lab: Lab, plan: ChaosPlan) -> None:
     process = lab.launch("--continuous")
     process.wait_started()
     conflicts = _Counter("conflicted with a concurrent commit")
-    logging.getLogger("spark_apps.ops.maintenance").addHandler(conflicts)
+    logging.getLogger("spark_apps.io.delta_writes").addHandler(conflicts)
     rounds = compactions = 0
     try:
         while feeder.running() or rounds < 2 or not lab.caught_up():
@@ -551,7 +551,7 @@ def concurrent_optimize(lab: Lab, plan: ChaosPlan) -> None:
             rounds += 1
             compactions += sum(t.files_after < t.files_before for t in report.tables)
     finally:
-        logging.getLogger("spark_apps.ops.maintenance").removeHandler(conflicts)
+        logging.getLogger("spark_apps.io.delta_writes").removeHandler(conflicts)
     feeder.finish()
     stop_when_caught_up(lab, process)
     lab.note(f"{rounds} OPTIMIZE rounds next to the stream compacted a table {compactions} times; conflicts "
@@ -603,7 +603,7 @@ def checkpoint_deleted(lab: Lab, plan: ChaosPlan) -> None:
 
 
 class _Counter(logging.Handler):
-    """Counts log records containing a text (the retry warnings of ``maintenance.with_retries``)."""
+    """Counts log records containing a text (the retry warnings of ``delta_writes.with_retries``)."""
 
     def __init__(self, text: str) -> None:
         super().__init__()

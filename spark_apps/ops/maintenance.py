@@ -21,20 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
-
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
 
 from spark_apps.alerts.dispatch import ALERTS_TABLE, Alert, raise_alert, runbook
 from spark_apps.audit.ledger import LEDGER_TABLE
@@ -43,16 +30,13 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage
 from spark_apps.io.catalog import table_path
+from spark_apps.io.delta_writes import with_retries
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving.state import SERVING_STATE_TABLE
-from spark_apps.stream.job import APP_ID_FILE, StreamJob
+from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
+from spark_apps.stream.job import StreamJob
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-CONFLICT_RETRIES = 3
-CONFLICTS = (DeltaConcurrentModificationException, ConcurrentWriteException, MetadataChangedException,
-             ProtocolChangedException, ConcurrentAppendException, ConcurrentDeleteReadException,
-             ConcurrentDeleteDeleteException, ConcurrentTransactionException)
 SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)
 CHECKPOINT, LOG_RETENTION = "checkpoint", "log retention"
 
@@ -134,19 +118,6 @@ def _maintain_table(spark, table: str, path: str, retention_hours: int, optimize
     return result
 
 
-def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,
-                 sleep: Callable[[float], None] = time.sleep) -> T:
-    """Run ``action``; on a Delta commit conflict try again, up to ``retries`` times, backing off 1, 2, 4 s."""
-    for attempt in range(retries):
-        try:
-            return action()
-        except CONFLICTS as exc:
-            log.warning("%s conflicted with a concurrent commit (%s); retry %d of %d", what, type(exc).__name__,
-                        attempt + 1, retries)
-            sleep(2 ** attempt)
-    return action()
-
-
 def _live_files(spark, path: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
 
@@ -163,29 +134,6 @@ def _vacuumed_files(spark, path: str) -> int | None:
 
 # ---- checks ------------------------------------------------------------------------------------------
 
-def checkpoint_problem(app_id: str | None, recorded: dict[str, int], done_before: int, done_after: int) -> str:
-    """Why the checkpoint and ``audit.stream_commits`` disagree, or "" when they agree.
-
-    ``recorded``: last batch per app id in the table; ``done_before``/``done_after``: the checkpoint's last
-    committed batch (-1 for none), read before and after the table. The stream records a batch in the table
-    before its checkpoint commits it, so one batch may be in flight: healthy is
-    ``done_before <= last recorded <= done_after + 1``.
-    """
-    last = max(recorded.values(), default=-1)
-    if last >= 0 and app_id is None:
-        return (f"the checkpoint is missing but the tables record batches up to {last}: a restarted stream would "
-                "reprocess the log into tables that already hold it")
-    foreign = sorted(a for a in recorded if a != app_id)
-    if foreign:
-        return f"the tables hold batches of {', '.join(foreign)} but the checkpoint belongs to {app_id}"
-    if last > done_after + 1:
-        return f"the checkpoint is older than the tables: it committed batch {done_after}, the tables hold {last}"
-    if last < done_before:
-        return (f"the tables are behind the checkpoint: it committed batch {done_before}, the tables hold "
-                f"{last if last >= 0 else 'none'}; they were restored or lost data")
-    return ""
-
-
 def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     """The streaming checkpoint agrees with ``audit.stream_commits``; a critical alert when it does not."""
     from pyspark.sql import functions as F
@@ -198,8 +146,7 @@ def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     rows = spark.read.format("delta").load(str(commits)).groupBy("app_id").agg(F.max("batch_id").alias("last"))
     recorded = {r.app_id: r.last for r in rows.collect()}
     done_after = _last(lineage.committed_batches(checkpoint))
-    app_file = checkpoint / APP_ID_FILE
-    app_id = app_file.read_text().strip() if app_file.exists() else None
+    app_id = read_app_id(checkpoint)
     problem = checkpoint_problem(app_id, recorded, done_before, done_after)
     if not problem:
         return Check(CHECKPOINT, True, f"{checkpoint} committed batch {done_after}; {pipeline.tables().commits} "

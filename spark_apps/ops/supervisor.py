@@ -23,8 +23,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, dispatch, runbook
+from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings
 from spark_apps.io.topics import partition_offsets
+from spark_apps.services.processes import cmdline
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
 # second), so the supervisor never starts a second query on the same checkpoint.
@@ -160,7 +162,7 @@ def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Al
         details={"status": health.status, "pid": health.pid, "lag_records": health.lag_records,
                  "heartbeat_age_s": health.heartbeat_age_s, "max_lag_records": settings.max_lag_records,
                  "stream_stall_s": settings.stream_stall_s, "log_file": str(log_path(settings)),
-                 "heartbeat_file": str(heartbeat_path(settings))},
+                 "heartbeat_file": str(heartbeat_path(settings, settings.pipeline))},
         runbook=runbook(anchor),
     )
 
@@ -175,8 +177,6 @@ def status_line(health: Health, pipeline: str) -> str:
 # ---- files and processes ------------------------------------------------------------------------------------------
 
 
-def heartbeat_path(settings: Settings) -> Path:
-    return settings.run_dir / f"{settings.pipeline}.heartbeat.json"
 
 
 def pid_path(settings: Settings) -> Path:
@@ -200,16 +200,7 @@ def _read_json(path: Path) -> dict | None:
 
 
 def read_heartbeat(settings: Settings) -> dict | None:
-    return _read_json(heartbeat_path(settings))
-
-
-def _cmdline(pid: int) -> list[str]:
-    """A process's arguments; empty for a process that is gone or a zombie."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return []
-    return raw.decode(errors="replace").split("\0")[:-1]
+    return _read_json(heartbeat_path(settings, settings.pipeline))
 
 
 def stream_pid(settings: Settings) -> int | None:
@@ -218,7 +209,7 @@ def stream_pid(settings: Settings) -> int | None:
         pid = int(pid_path(settings).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
-    return pid if is_stream_command(_cmdline(pid), settings.pipeline) else None
+    return pid if is_stream_command(cmdline(pid), settings.pipeline) else None
 
 
 def stream_process_alive(settings: Settings) -> bool:
@@ -255,7 +246,7 @@ def stop_stream(settings: Settings, timeout_s: float = STOP_TIMEOUT_S) -> bool:
 
 def _wait_gone(pid: int, pipeline: str, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while is_stream_command(_cmdline(pid), pipeline):
+    while is_stream_command(cmdline(pid), pipeline):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.2)

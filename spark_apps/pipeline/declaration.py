@@ -67,6 +67,11 @@ class Pipeline:
     def tables(self, generation: str = "") -> TableNames:
         return TableNames(self.table_prefix, generation)
 
+    def stream_table_names(self, generation: str = "", commit_log: bool = True) -> list[str]:
+        """Every table the stream writes, in the order a micro-batch commits them (the commit log last)."""
+        names = self.tables(generation).in_write_order([table.name for table in self.gold_tables])
+        return names if commit_log else names[:-1]
+
 
 @dataclass(frozen=True)
 class TableNames:
@@ -112,6 +117,11 @@ class TableNames:
 
     def gold(self, name: str) -> str:
         return self._name("gold", name)
+
+    def in_write_order(self, gold_tables: list[str]) -> list[str]:
+        """The stream's tables in commit order: the commit log comes last, so it never runs ahead of a table."""
+        return [self.bronze, self.dead_letters, self.candidates, self.events, self.duplicates, self.late_events,
+                *[self.gold(name) for name in gold_tables], self.commits]
 
 
 def load_pipeline(spec: str) -> Pipeline:

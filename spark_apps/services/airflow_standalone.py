@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.services.airflow_env import ADMIN_USER, airflow_environment
+from spark_apps.services.processes import cmdline, group_members, port_in_use
 
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
@@ -83,7 +83,7 @@ def start(settings: Settings) -> Running:
     launched = running_group(settings) is None
     if launched:
         for port in (settings.airflow_port, settings.airflow_log_server_port):
-            if _port_in_use(settings.airflow_host, port):
+            if port_in_use(settings.airflow_host, port):
                 raise AirflowError(f"port {port} on {settings.airflow_host} is taken by another process; stop it "
                                    "or set KAPPA_AIRFLOW_PORT / KAPPA_AIRFLOW_LOG_SERVER_PORT to free ports")
         _launch(settings)
@@ -149,7 +149,7 @@ def running_group(settings: Settings) -> int | None:
         group = int(pid_file(settings).read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
-    if any(b"airflow" in _cmdline(pid) for pid in _members(group)):
+    if any("airflow" in " ".join(cmdline(pid)) for pid in group_members(group)):
         return group
     pid_file(settings).unlink(missing_ok=True)
     return None
@@ -166,35 +166,9 @@ def stop(settings: Settings) -> bool:
         except ProcessLookupError:
             break
         deadline = time.monotonic() + patience
-        while _members(group) and time.monotonic() < deadline:
+        while group_members(group) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if not _members(group):
+        if not group_members(group):
             break
     pid_file(settings).unlink(missing_ok=True)
     return True
-
-
-def _members(group: int) -> list[int]:
-    """Live (not zombie) processes of a process group, from /proc."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == group:
-            members.append(int(stat.parent.name))
-    return members
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0

@@ -12,7 +12,6 @@ import base64
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import PROJECT_ROOT, Settings
+from spark_apps.services.processes import port_in_use, process_alive, runs_with_argument
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "kafka" / "log4j2.properties"
 STOP_TIMEOUT_S = 30.0
@@ -336,33 +336,3 @@ def _kafka_classpath(jars_dir: Path) -> str:
     if not any(jars_dir.glob("kafka_2.13-*.jar")):
         raise BrokerError(f"the Kafka broker jars are missing in {jars_dir}; run `make jars`")
     return f"{jars_dir}/*"
-
-
-def port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex((host, port)) == 0
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1]
-        return not status.startswith("Z")
-    except (FileNotFoundError, IndexError):
-        return True
-
-
-def runs_with_argument(pid: int, argument: str) -> bool:
-    """Guards against a recycled pid: the process must have been started with ``argument`` (our server.properties,
-    say), which no other process on the machine has."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except FileNotFoundError:
-        return False
-    return argument.encode() in cmdline

@@ -21,12 +21,13 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.audit.ledger import latest_runs
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA
 
 log = logging.getLogger(__name__)
@@ -106,9 +107,6 @@ def refusals(gold_views: Mapping[str, str], served: Mapping[str, tuple[str, str]
 
 def check_sources(spark, settings: Settings, pipeline: Pipeline) -> dict[str, str]:
     """What each serving view reads, or DbtRefused when dbt must not build on it."""
-    from spark_apps.audit.ledger import latest_runs
-    from spark_apps.serving import state as serving
-
     tables = pipeline.tables()
     gold_views = {tables.gold(g.name): serving.serving_view(tables.gold(g.name)) for g in pipeline.gold_tables}
     decisions = serving.current(spark, settings, pipeline.name)
@@ -135,6 +133,7 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
             _alert(spark, settings, pipeline, "warning", f"dbt {command} refused", str(refused), {})
             raise
         log.info("dbt %s over %s", command, ", ".join(f"{v} <- {s}" for v, s in served.items()))
+        serving.register_views(spark, settings)
     outcome = _views_first(settings, list(args)) or _invoke(settings, list(args))
     outcome.served = served
     if not outcome.success:
@@ -202,6 +201,3 @@ def _alert(spark, settings: Settings, pipeline: Pipeline, severity: str, summary
         runbook=runbook("dbt-failed")))
 
 
-def docs_index(settings: Settings) -> Path:
-    """The single-file dbt docs site ``kappa dbt docs`` writes (``dbt docs generate --static``)."""
-    return settings.dbt_target_dir / "static_index.html"

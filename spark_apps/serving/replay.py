@@ -25,7 +25,7 @@ from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.audit import ledger
-from spark_apps.audit.report import report_path
+from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.pipeline.declaration import Pipeline
@@ -199,10 +200,6 @@ def _operator_cutoffs(spark, settings: Settings, pipeline: str) -> dict[str, dt.
 
 
 def _alert_failed(spark, settings: Settings, pipeline: Pipeline, decision: Decision, run: RunEvidence) -> None:
-    from spark_apps.audit.report import (
-        report_path,  # imported here: report imports dbt_runner, which imports this module
-    )
-
     fell_back = decision.previous_mode == KAPPA
     raise_alert(spark, settings, Alert(
         severity="critical",

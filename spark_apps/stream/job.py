@@ -28,20 +28,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.progress import timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage
 from spark_apps.io.catalog import ensure_table, table_path
-from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed, with_retries
 from spark_apps.io.fencing import CheckpointFence
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
+from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.transforms.events import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
 from spark_apps.transforms.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
 
 log = logging.getLogger(__name__)
-APP_ID_FILE = "kappa_app_id"
 # Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
 BRONZE_COLUMNS = COORDINATE_COLUMNS
 
@@ -76,8 +77,7 @@ class StreamJob:
         self.pipeline = pipeline
         self.tables: TableNames = pipeline.tables(generation)
         self.topic = pipeline.source_topic(settings)
-        suffix = f"__{generation}" if generation else ""
-        self.checkpoint: Path = settings.checkpoint_root / f"{pipeline.table_prefix}{pipeline.name}{suffix}"
+        self.checkpoint: Path = checkpoint_path(settings, pipeline.name, pipeline.table_prefix, generation)
         self.faults = FaultPlan(settings.fault_inject)
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
         self.fence = CheckpointFence(self.checkpoint)
@@ -118,38 +118,21 @@ class StreamJob:
 
     def check_checkpoint(self) -> str:
         """Return the app id tied to this checkpoint, refusing any state that would skip or repeat data."""
-        app_file = self.checkpoint / APP_ID_FILE
-        planned = lineage.planned_batches(self.checkpoint)
         done = lineage.committed_batches(self.checkpoint)
-        commits = self.spark.read.format("delta").load(self.path(self.tables.commits))
-        recorded = commits.groupBy("app_id").agg({"batch_id": "max"}).collect()
-        fix = "`kappa stream --reset --yes` rebuilds every stream table from offset 0"
-        if not app_file.exists():
-            if planned:
-                raise CheckpointMismatch(f"checkpoint {self.checkpoint} has batches but no {APP_ID_FILE}: it was "
-                                         f"not made by this platform; move it away or run {fix}")
-            if recorded:
-                owners = ", ".join(f"{r['app_id']} up to batch {r['max(batch_id)']}" for r in recorded)
-                raise CheckpointMismatch(
-                    f"checkpoint {self.checkpoint} is missing but {self.tables.commits} records batches "
-                    f"({owners}); starting over would reprocess the log into tables that already hold it. "
-                    f"Restore the checkpoint, or run {fix}")
-            self.checkpoint.mkdir(parents=True, exist_ok=True)
-            app_file.write_text(f"kappa-{self.pipeline.name}-{uuid.uuid4()}\n")
-            return app_file.read_text().strip()
-        app_id = app_file.read_text().strip()
-        foreign = [r["app_id"] for r in recorded if r["app_id"] != app_id]
-        if foreign:
-            raise CheckpointMismatch(f"{self.tables.commits} holds batches of {foreign} but the checkpoint "
-                                     f"belongs to {app_id}; a reset checkpoint would skip data. Run {fix}")
-        last_table = max((r["max(batch_id)"] for r in recorded), default=-1)
         last_done = done[-1] if done else -1
-        if last_table > last_done + 1:
-            raise CheckpointMismatch(f"the tables reflect batch {last_table} but the checkpoint only "
-                                     f"committed {last_done}: the checkpoint is older than the tables. Run {fix}")
-        if last_table < last_done:
-            raise CheckpointMismatch(f"the checkpoint committed batch {last_done} but the tables only hold "
-                                     f"batch {last_table}: tables were restored or lost data. Run {fix}")
+        commits = self.spark.read.format("delta").load(self.path(self.tables.commits))
+        last_per_app = commits.groupBy("app_id").agg({"batch_id": "max"}).collect()
+        recorded = {r["app_id"]: r["max(batch_id)"] for r in last_per_app}
+        app_id = read_app_id(self.checkpoint)
+        problem = checkpoint_problem(app_id, recorded, last_done, last_done,
+                                     planned=bool(lineage.planned_batches(self.checkpoint)))
+        if problem:
+            raise CheckpointMismatch(f"checkpoint {self.checkpoint} of {self.tables.commits}: {problem}. Run "
+                                     "`kappa stream --reset --yes` to rebuild every stream table from offset 0")
+        if app_id is None:
+            self.checkpoint.mkdir(parents=True, exist_ok=True)
+            (self.checkpoint / APP_ID_FILE).write_text(f"kappa-{self.pipeline.name}-{uuid.uuid4()}\n")
+            app_id = read_app_id(self.checkpoint)
         return app_id
 
     def reset(self) -> None:
@@ -157,15 +140,10 @@ class StreamJob:
         import shutil
 
         self.fence.acquire()
-        for table in self._all_tables():
+        for table in self.pipeline.stream_table_names(self.tables.generation):
             self.spark.sql(f"DROP TABLE IF EXISTS {table}")
             shutil.rmtree(self.path(table), ignore_errors=True)
         shutil.rmtree(self.checkpoint, ignore_errors=True)
-
-    def _all_tables(self) -> list[str]:
-        t = self.tables
-        return [t.bronze, t.dead_letters, t.candidates, t.events, t.late_events, t.duplicates, t.commits,
-                *[t.gold(g.name) for g in self.pipeline.gold_tables]]
 
     # ---- the micro-batch ----------------------------------------------------------------------
 
@@ -250,8 +228,6 @@ class StreamJob:
         """``upsert_recomputed`` into ``table``, retried (bounded, logged) when a concurrent commit such as the
         OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the table, and the (app id, batch
         id) pair keeps it idempotent."""
-        from spark_apps.ops.maintenance import with_retries  # imported here: maintenance imports this module
-
         with_retries(lambda: upsert_recomputed(spark, self.path(table), *args), f"MERGE into {table} (stream)")
 
     def _record_commit(self, spark, meta: dict, batch_id: int, records: int, dead: int, duration: float) -> None:

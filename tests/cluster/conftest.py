@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT, Settings
-from tests.conftest import free_port
+from spark_apps.services.processes import free_port
 
 
 def free_port_block(count: int) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import socket
 
 import pytest
 
@@ -22,6 +21,7 @@ from spark_apps.alerts.dispatch import (
 from spark_apps.cli import main
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.services.processes import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -47,9 +47,7 @@ def recorded(spark, settings: Settings) -> list:
 
 
 def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+    return f"http://127.0.0.1:{free_port()}/hook"
 
 
 def test_an_alert_raised_with_spark_is_recorded_with_its_versions_and_each_sink_outcome(spark, local):

@@ -15,7 +15,7 @@ from spark_apps.io.topics import (
     topic_configs,
 )
 from spark_apps.services.broker import EmbeddedBroker
-from tests.conftest import free_port
+from spark_apps.services.processes import free_port
 
 pytestmark = pytest.mark.integration
 

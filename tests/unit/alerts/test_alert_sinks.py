@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from spark_apps.alerts import sinks as alert_sinks
 from spark_apps.alerts.dispatch import Alert, runbook
 from spark_apps.alerts.sinks import Delivery, deliver, pagerduty_payload, slack_payload, webhook_payload
 from spark_apps.core.settings import Settings
+from spark_apps.services.processes import free_port
 
 
 @dataclass
@@ -65,9 +65,7 @@ def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/hook"
+    return f"http://127.0.0.1:{free_port()}/hook"
 
 
 def sinks(tmp_path: Path, base: str, **overrides) -> Settings:

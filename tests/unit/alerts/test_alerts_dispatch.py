@@ -6,18 +6,16 @@ import datetime as dt
 import json
 import logging
 import re
-import socket
 from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, alert_line, dispatch, outbox_line, outbox_rows, runbook
 from spark_apps.alerts.sinks import Delivery
 from spark_apps.core.settings import PROJECT_ROOT, Settings
+from spark_apps.services.processes import free_port
 
 
 def closed_port_url(path: str) -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}{path}"
+    return f"http://127.0.0.1:{free_port()}{path}"
 
 
 def stream_down(**changes) -> Alert:

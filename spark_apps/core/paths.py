@@ -1,0 +1,37 @@
+"""Where the platform puts what people and other processes look for: one rule per path.
+
+The stream writes its heartbeat where the supervisor reads it; the auditor writes the page that alerts
+and the ledger link to; dbt writes the docs the report links to. Each path is derived here only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spark_apps.core.settings import Settings
+
+
+def heartbeat_path(settings: Settings, pipeline: str) -> Path:
+    """The stream's last batch, offsets, lag and rates, rewritten every half stall interval."""
+    return settings.run_dir / f"{pipeline}.heartbeat.json"
+
+
+def checkpoint_path(settings: Settings, pipeline: str, table_prefix: str = "", generation: str = "") -> Path:
+    """The streaming query's checkpoint: one per pipeline, table prefix and replay generation."""
+    suffix = f"__{generation}" if generation else ""
+    return settings.checkpoint_root / f"{table_prefix}{pipeline}{suffix}"
+
+
+def report_path(settings: Settings, pipeline: str, run_id: str) -> Path:
+    """A reconciliation run's page; alerts and JSON outputs link it before or after it exists."""
+    return settings.reports_dir / "reconciliation" / f"{pipeline}-{run_id}.html"
+
+
+def latest_report_path(settings: Settings, pipeline: str) -> Path:
+    """A copy of the newest reconciliation page of a pipeline, at a stable address."""
+    return settings.reports_dir / "reconciliation" / f"{pipeline}-latest.html"
+
+
+def dbt_docs_index(settings: Settings) -> Path:
+    """The single-file dbt docs site ``kappa dbt docs`` writes (``dbt docs generate --static``)."""
+    return settings.dbt_target_dir / "static_index.html"
