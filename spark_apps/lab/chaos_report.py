@@ -6,22 +6,16 @@ Both are rewritten after every scenario, so an interrupted run still leaves what
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spark_apps.core.html import BAD, CHART_WIDTH, GOOD, LABEL_WIDTH, escape, hbars, mark, page
+
 if TYPE_CHECKING:
     from spark_apps.lab.chaos import ChaosPlan, ScenarioResult
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:2rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;padding:.3rem .6rem;text-align:right}
-th{background:#f4f4f4}td.l,th.l{text-align:left}.ok{color:#17803d;font-weight:600}.bad{color:#b42318;font-weight:600}
-ul{font-size:.85rem}
-"""
-BAR_HEIGHT, LABEL_WIDTH, CHART_WIDTH = 22, 170, 520
 
 
 def summary(plan: ChaosPlan, results: list[ScenarioResult], duration_s: float) -> dict:
@@ -52,46 +46,34 @@ def write_reports(root: Path, plan: ChaosPlan, results: list[ScenarioResult], du
 
 def render_html(document: dict) -> str:
     totals = document["totals"]
-    verdict = _mark(document["passed"], "PASSED", "FAILED")
+    verdict = mark(document["passed"], "PASSED", "FAILED")
     rows = "".join(_row(s) for s in document["scenarios"])
-    notes = "".join(f"<h3>{_e(s['name'])}</h3><ul>{''.join(f'<li>{_e(n)}</li>' for n in s['notes'])}</ul>"
+    notes = "".join(f"<h3>{escape(s['name'])}</h3><ul>{''.join(f'<li>{escape(n)}</li>' for n in s['notes'])}</ul>"
                     for s in document["scenarios"])
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>Chaos suite</title><style>{STYLE}</style>
-</head><body><h1>Chaos suite {verdict}</h1>
+    return page("Chaos suite", f"""<h1>Chaos suite {verdict}</h1>
 <p>{totals['scenarios_passed']}/{totals['scenarios_run']} scenarios passed; {totals['kills']} kills -9;
 {totals['records']:,} records produced; checker over all scenarios: lost={_n(totals['lost'])}
 duplicated={_n(totals['duplicated'])} unexpected={_n(totals['unexpected'])}; {document['duration_s']:.0f}s;
-plan {_e(json.dumps(document['plan']))}; written {_e(document['written_at'])}</p>
+plan {escape(json.dumps(document['plan']))}; written {escape(document['written_at'])}</p>
 <table><tr><th class="l">scenario</th><th>verdict</th><th>kills</th><th>records</th><th>launches</th>
 <th>lost</th><th>duplicated</th><th>unexpected</th><th>reconciliation</th><th>duration</th><th class="l">error</th></tr>
 {rows}</table>
 <h2>Duration and kills per scenario</h2>{_duration_chart(document['scenarios'])}
 <h2>Kills: seconds after the stream process was launched</h2>{_kill_chart(document['scenarios'])}
-<h2>What happened</h2>{notes}</body></html>
-"""
+<h2>What happened</h2>{notes}""")
 
 
 def _row(s: dict) -> str:
-    reconciled = "not run" if s["reconciled"] is None else _mark(s["reconciled"], "MATCH", "MISMATCH")
+    reconciled = "not run" if s["reconciled"] is None else mark(s["reconciled"], "MATCH", "MISMATCH")
     counts = "".join(f"<td>{_n(s[k])}</td>" for k in ("lost", "duplicated", "unexpected"))
-    return (f"<tr><td class=\"l\">{_e(s['name'])}</td><td>{_mark(s['passed'], 'PASS', 'FAIL')}</td>"
+    return (f"<tr><td class=\"l\">{escape(s['name'])}</td><td>{mark(s['passed'], 'PASS', 'FAIL')}</td>"
             f"<td>{s['kills']}</td><td>{s['records']:,}</td><td>{s['launches']}</td>{counts}<td>{reconciled}</td>"
-            f"<td>{s['duration_s']:.0f}s</td><td class=\"l\">{_e(s['error'])}</td></tr>")
+            f"<td>{s['duration_s']:.0f}s</td><td class=\"l\">{escape(s['error'])}</td></tr>")
 
 
 def _duration_chart(scenarios: list[dict]) -> str:
-    longest = max((s["duration_s"] for s in scenarios), default=0) or 1
-    bars = []
-    for i, s in enumerate(scenarios):
-        y = i * BAR_HEIGHT
-        width = max(1, int(CHART_WIDTH * s["duration_s"] / longest))
-        colour = "#17803d" if s["passed"] else "#b42318"
-        bars.append(f'<text x="0" y="{y + 15}" font-size="12">{_e(s["name"])}</text>'
-                    f'<rect x="{LABEL_WIDTH}" y="{y + 3}" width="{width}" height="{BAR_HEIGHT - 6}" fill="{colour}"/>'
-                    f'<text x="{LABEL_WIDTH + width + 5}" y="{y + 15}" font-size="12">{s["duration_s"]:.0f}s, '
-                    f'{s["kills"]} kills</text>')
-    height = len(scenarios) * BAR_HEIGHT
-    return f'<svg width="{LABEL_WIDTH + CHART_WIDTH + 140}" height="{height}">{"".join(bars)}</svg>'
+    return hbars([(s["name"], s["duration_s"], f'{s["duration_s"]:.0f}s, {s["kills"]} kills') for s in scenarios],
+                 colours=[GOOD if s["passed"] else BAD for s in scenarios])
 
 
 def _kill_chart(scenarios: list[dict]) -> str:
@@ -106,8 +88,8 @@ def _kill_chart(scenarios: list[dict]) -> str:
         colour = "#1f6feb" if kill["kind"] == "random" else "#d97706"
         where = kill.get("stage") or (f"in batch {kill['batch_in_flight']}" if kill["batch_in_flight"] is not None
                                       else "between batches")
-        dots.append(f'<circle cx="{x}" cy="{i * 8 + 8}" r="3.5" fill="{colour}"><title>{_e(name)} kill {i + 1}: '
-                    f'{_e(kill["kind"])}, {_e(where)}, {kill["after_launch_s"]}s</title></circle>')
+        dots.append(f'<circle cx="{x}" cy="{i * 8 + 8}" r="3.5" fill="{colour}"><title>{escape(name)} kill {i + 1}: '
+                    f'{escape(kill["kind"])}, {escape(where)}, {kill["after_launch_s"]}s</title></circle>')
     axis = (f'<text x="0" y="12" font-size="12">blue: random, orange: hook</text>'
             f'<text x="{LABEL_WIDTH}" y="{len(kills) * 8 + 24}" font-size="11">0s</text>'
             f'<text x="{LABEL_WIDTH + CHART_WIDTH - 30}" y="{len(kills) * 8 + 24}" font-size="11">{latest:.0f}s</text>')
@@ -119,9 +101,3 @@ def _n(count: int | None) -> str:
     return "-" if count is None else str(count)
 
 
-def _mark(ok: bool, good: str, bad: str) -> str:
-    return f'<span class="{"ok" if ok else "bad"}">{good if ok else bad}</span>'
-
-
-def _e(value: object) -> str:
-    return html.escape(str(value))
