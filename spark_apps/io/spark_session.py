@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.settings import Settings
+from spark_apps.core.settings import PROJECT_ROOT, Settings
+
+LOG4J_CONFIG = PROJECT_ROOT / "infra" / "spark" / "log4j2.properties"
 
 
 def spark_jars(settings: Settings) -> list[Path]:
@@ -48,6 +51,7 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.memory": settings.spark_driver_memory,
         "spark.ui.enabled": str(settings.spark_ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
         # MERGE honours these session settings for idempotent writes; reset them after each commit.
@@ -73,6 +77,9 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     from spark_apps.io.catalog import register_warehouse_tables
 
     settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    # The JVM resolves its own address before reading any setting; without this it may pick a non-loopback
+    # one (and says so in a warning on every start).
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
     for key, value in session_conf(settings).items():
         builder = builder.config(key, value)
