@@ -13,7 +13,7 @@ KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help install jars up airflow down demo test chaos bench lint clean tools cluster-up cluster-down cluster-test
+.PHONY: help install jars up airflow down demo test chaos bench lint docs clean tools cluster-up cluster-down cluster-test
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench  - producer, raw Kafka read, plain-append limit, platform stream, latency at 1k and 5k events/s,"
 	@echo "              recompute + reconcile, MERGE cost; bench/results/bench.json and bench.html (BENCH_ARGS=--help)"
 	@echo "make lint   - ruff over the code"
+	@echo "make docs   - regenerate docs/settings.md from the Settings object"
 	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
 
 tools:
@@ -92,6 +93,10 @@ bench: install jars
 
 lint: install
 	@$(VENV)/bin/ruff check spark_apps dags tests bench
+
+docs: install
+	@$(PY) -m spark_apps.core.settings_reference > docs/settings.md
+	@echo "docs/settings.md regenerated"
 
 clean: down
 	rm -rf $(VAR) $(VENV)
