@@ -11,16 +11,17 @@ from spark_apps.core.settings import Settings
 from spark_apps.io import lineage
 from spark_apps.io.producer import produce
 from spark_apps.io.topics import partition_offsets
-from spark_apps.marketplace.generator import GeneratorConfig
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.synthetic import GeneratorRequest
 from spark_apps.stream.job import StreamJob
 
 
-def produce_events(settings: Settings, events: int, seed: int, rate: float | None = None) -> dict:
-    """Python producer throughput: the platform's idempotent kafka-python producer, generator included."""
-    config = GeneratorConfig(seed=seed, total_events=events, base_time_ms=int(time.time() * 1000),
-                             events_per_second=rate or 1000.0, allowed_lateness_s=settings.allowed_lateness_s)
-    result = produce(settings, config, rate=rate)
+def produce_events(settings: Settings, pipeline: Pipeline, events: int, seed: int, rate: float | None = None) -> dict:
+    """Python producer throughput: the platform's idempotent kafka-python producer, the pipeline's generator
+    included."""
+    request = GeneratorRequest(seed=seed, events=events, base_time_ms=int(time.time() * 1000),
+                               events_per_second=rate or 1000.0, allowed_lateness_s=settings.allowed_lateness_s)
+    result = produce(settings, pipeline, request, rate=rate)
     return {"records": result.sent, "seconds": round(result.elapsed_s, 2), "records_per_s": round(result.rate, 1),
             "target_rate": rate}
 
@@ -102,7 +103,7 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
     query = job.start(until_caught_up=False)
     first_batch = max(lineage.committed_batches(job.checkpoint), default=-1) + 1
     try:
-        produced = produce_events(settings, int(rate * seconds), seed=seed, rate=rate)
+        produced = produce_events(settings, pipeline, int(rate * seconds), seed=seed, rate=rate)
         deadline = time.monotonic() + timeout_s
         while not lineage.caught_up(settings, job.checkpoint, job.topic):
             if not query.isActive or time.monotonic() > deadline:

@@ -88,8 +88,10 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     from bench import measures
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic
-    from spark_apps.marketplace.pipeline import PIPELINE
+    from spark_apps.pipeline.declaration import load_pipeline
 
+    pipeline = load_pipeline(settings.pipeline)
+    pipeline.require_generator("the benchmark (it produces the pipeline's synthetic events)")
     ensure_topic(settings)
     spark = get_spark(settings, "kappa-bench")
     doc = run.doc
@@ -102,7 +104,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         entry: dict = {"events": size}
         doc["sizes"].append(entry)
         run.begin(f"producing {size - produced:,} events (log size {size:,}) from Python")
-        entry["produced"] = measures.produce_events(settings, size - produced, seed=11 + index)
+        entry["produced"] = measures.produce_events(settings, pipeline, size - produced, seed=11 + index)
         produced = size
         if index == 0:
             doc["producer"] = entry["produced"]
@@ -112,23 +114,23 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
             doc["limit"] = measures.plain_append_limit(spark, settings, settings.home / "limit")
             run.save()
         run.begin(f"the platform's stream catching up to {size:,} events")
-        entry["stream"] = measures.platform_stream(spark, settings, PIPELINE)
+        entry["stream"] = measures.platform_stream(spark, settings, pipeline)
         if index == 0:
             doc["platform"] = entry["stream"]
             doc["platform_to_limit"] = round(doc["platform"]["records_per_s"] / doc["limit"]["records_per_s"], 3)
         run.save()
         run.begin(f"batch recompute and reconciliation at {size:,} events")
-        entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, PIPELINE)
+        entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, pipeline)
         doc["growth"] = stats.growth({s["events"]: s["recompute_and_reconcile"]["seconds"] for s in doc["sizes"]})
         run.save()
     doc["latency"] = []
     for index, rate in enumerate(args.rates):
         run.begin(f"end-to-end latency at {rate:,} events/s for {args.latency_seconds}s, continuous trigger")
-        doc["latency"].append(measures.end_to_end_latency(spark, settings, PIPELINE, rate, args.latency_seconds,
+        doc["latency"].append(measures.end_to_end_latency(spark, settings, pipeline, rate, args.latency_seconds,
                                                           seed=101 + index))
         run.save()
     run.begin("gold MERGE cost against table size, from the Delta history")
-    doc["merge_cost"] = measures.merge_costs(spark, settings, PIPELINE)
+    doc["merge_cost"] = measures.merge_costs(spark, settings, pipeline)
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
     run.save()
 

@@ -58,23 +58,37 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     import time
     from pathlib import Path
 
-    from spark_apps.io.producer import produce
+    from spark_apps.io.producer import produce, produce_file, read_events
     from spark_apps.io.topics import ensure_topic
-    from spark_apps.marketplace.generator import GeneratorConfig
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.pipeline.synthetic import GeneratorRequest
 
-    total = args.events
+    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    if args.file:
+        generator_only = [flag for flag, value in (("--events", args.events), ("--duration", args.duration),
+                                                   ("--seed", args.seed), ("--base-time-ms", args.base_time_ms),
+                                                   ("--manifest", args.manifest)) if value is not None]
+        if generator_only:
+            raise PlatformError(f"{', '.join(generator_only)}: options of the generator; --file sends the file's "
+                                "events as they are")
+        records = read_events(Path(args.file), pipeline.schema)
+        topic = ensure_topic(settings, args.topic or pipeline.source_topic(settings)).name
+        result = produce_file(settings, topic, records, args.file, rate=args.rate)
+        print(result.summary(topic, None))
+        return 0
+    pipeline.require_generator(f"`kappa produce --pipeline {pipeline.name}` without --file")
+    total = args.events or 10_000
     if args.duration is not None:
         if not args.rate:
             raise PlatformError("--duration needs --rate (events per second)")
         total = int(args.duration * args.rate)
+    seed = 42 if args.seed is None else args.seed
     base_time_ms = args.base_time_ms if args.base_time_ms is not None else int(time.time()) * 1000
-    config = GeneratorConfig(seed=args.seed, total_events=total, base_time_ms=base_time_ms,
-                             events_per_second=args.rate or GeneratorConfig.events_per_second,
-                             allowed_lateness_s=settings.allowed_lateness_s,
-                             session_gap_s=settings.session_gap_s)
-    topic = ensure_topic(settings, args.topic).name
-    manifest = Path(args.manifest) if args.manifest else settings.home / "manifests" / f"{topic}-seed{args.seed}.json"
-    result = produce(settings, config, topic=topic, rate=args.rate, manifest_path=manifest)
+    request = GeneratorRequest(seed=seed, events=total, base_time_ms=base_time_ms, events_per_second=args.rate,
+                               allowed_lateness_s=settings.allowed_lateness_s)
+    topic = ensure_topic(settings, args.topic or pipeline.source_topic(settings)).name
+    manifest = Path(args.manifest) if args.manifest else settings.home / "manifests" / f"{topic}-seed{seed}.json"
+    result = produce(settings, pipeline, request, topic=topic, rate=args.rate, manifest_path=manifest)
     print(result.summary(topic, manifest))
     return 0
 
@@ -391,8 +405,12 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.lab.chaos import ChaosPlan, run_chaos
+    from spark_apps.pipeline.declaration import load_pipeline
 
-    plan = ChaosPlan(kills=args.kills, events=args.events, seed=args.seed, scenarios=tuple(args.scenario or ()))
+    spec = args.pipeline or settings.pipeline
+    load_pipeline(spec).require_generator("the chaos lab (its checker compares the tables with the manifests)")
+    plan = ChaosPlan(kills=args.kills, events=args.events, seed=args.seed, scenarios=tuple(args.scenario or ()),
+                     pipeline=spec)
     results = run_chaos(settings, plan)
     print("\n".join(result.line() for result in results))
     kills = sum(r.kills for r in results)
@@ -408,9 +426,11 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _schema(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.marketplace.events import VALIDATION_ORDER_DOC, markdown_table
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.pipeline.event_schema import VALIDATION_ORDER_DOC, markdown_table
 
-    print(markdown_table())
+    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    print(markdown_table(pipeline.schema))
     print()
     print(VALIDATION_ORDER_DOC)
     return 0
@@ -432,14 +452,18 @@ def build_parser() -> argparse.ArgumentParser:
     topic.add_argument("--partitions", type=_positive_int, help="partitions for a new topic")
     topic.set_defaults(handler=_topic)
 
-    produce = commands.add_parser("produce", help="send generated marketplace events into the log")
+    produce = commands.add_parser(
+        "produce", help="send a pipeline's generated events (with a manifest), or the events of a file, into the log")
+    produce.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    produce.add_argument("--file", help="send the events of this file instead of generating them: .jsonl (one JSON "
+                                        "object a line) or .csv (header row of field names)")
     size = produce.add_mutually_exclusive_group()
-    size.add_argument("--events", type=_positive_int, default=10_000, help="records to send (default 10000)")
+    size.add_argument("--events", type=_positive_int, help="records to generate (default 10000)")
     size.add_argument("--duration", type=_positive_float, help="seconds to produce for (needs --rate)")
     produce.add_argument("--rate", type=_positive_float, help="events per second (default: as fast as possible)")
-    produce.add_argument("--seed", type=int, default=42, help="generator seed (same seed, same records)")
+    produce.add_argument("--seed", type=int, help="generator seed (default 42; same seed, same records)")
     produce.add_argument("--base-time-ms", type=int, help="event-time origin in epoch ms (default: now)")
-    produce.add_argument("--topic", help="topic (default: settings events_topic)")
+    produce.add_argument("--topic", help="topic (default: the pipeline's source topic)")
     produce.add_argument("--manifest", help="where to write the expected-results manifest")
     produce.set_defaults(handler=_produce)
 
@@ -546,9 +570,12 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--seed", type=int, default=7, help="seed of the kill moments and the generator (default 7)")
     chaos.add_argument("--events", type=_positive_int, default=1000,
                        help="records produced per scenario (default 1000)")
+    chaos.add_argument("--pipeline", help="pipeline name or module:attribute whose generator feeds the scenarios "
+                                          "(default: settings pipeline)")
     chaos.set_defaults(handler=_chaos)
 
-    schema = commands.add_parser("schema", help="print the event schema and validation order")
+    schema = commands.add_parser("schema", help="print a pipeline's event schema and the validation order")
+    schema.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
     schema.set_defaults(handler=_schema)
     return parser
 

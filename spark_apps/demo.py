@@ -38,8 +38,8 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.io.producer import produce
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic, partition_offsets
-    from spark_apps.marketplace.generator import GeneratorConfig
     from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.serving import state as serving
     from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
@@ -55,11 +55,10 @@ def run_demo(settings: Settings) -> int:
     # A new seed per run (the log size so far), so a second demo adds new events instead of conflicts.
     seed = sum(end for _, end in partition_offsets(settings, topic).values())
     _step(f"producing {DEMO_EVENTS:,} marketplace events (seed {seed}) with every hard case into {topic}")
-    config = GeneratorConfig(seed=seed, total_events=DEMO_EVENTS, base_time_ms=int(time.time()) * 1000,
-                             events_per_second=DEMO_EVENT_TIME_RATE,
-                             allowed_lateness_s=settings.allowed_lateness_s, session_gap_s=settings.session_gap_s)
+    request = GeneratorRequest(seed=seed, events=DEMO_EVENTS, base_time_ms=int(time.time()) * 1000,
+                               events_per_second=DEMO_EVENT_TIME_RATE, allowed_lateness_s=settings.allowed_lateness_s)
     manifest_path = settings.home / "manifests" / f"{topic}-seed{seed}.json"
-    result = produce(settings, config, topic=topic, manifest_path=manifest_path)
+    result = produce(settings, pipeline, request, topic=topic, manifest_path=manifest_path)
     print(result.summary(topic, manifest_path))
 
     _step("running the Kappa stream until it has caught up with the log")

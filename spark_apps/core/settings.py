@@ -81,8 +81,6 @@ class Settings:
     cluster_spark_workers: int = 2
 
     allowed_lateness_s: int = 900
-    window_s: int = 60
-    session_gap_s: int = 300
     max_offsets_per_trigger: int = 200_000
     trigger_interval_s: float = 2.0
     pipeline: str = "marketplace"
@@ -138,9 +136,9 @@ class Settings:
         if self.kafka_port == self.kafka_controller_port:
             raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
         self._validate_cluster()
-        for name in ("topic_partitions", "spark_shuffle_partitions", "window_s", "session_gap_s",
-                     "max_offsets_per_trigger", "reconcile_buckets", "serving_exact_runs", "supervise_every_min",
-                     "stream_stall_s", "max_lag_records", "kappa_audit_every_s", "task_retry_delay_s"):
+        for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
+                     "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
+                     "kappa_audit_every_s", "task_retry_delay_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         if self.allowed_lateness_s < 0:

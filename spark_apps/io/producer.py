@@ -1,45 +1,83 @@
-"""Writes generated events into the log with an idempotent, throughput-tuned kafka-python producer.
+"""Writes events into the log with an idempotent, throughput-tuned kafka-python producer.
+
+Two sources: a pipeline's own generator (:func:`produce`, which also writes the manifest of what was sent) and a
+file of events (:func:`produce_file`: JSON lines, or CSV with a header). Every record is keyed by the pipeline's
+entity key (``EventSchema.key_field``), so one entity's events stay in one partition, in order.
 
 Guarantees: within one run, retries never duplicate or reorder a record of a partition (producer
 idempotence, ``acks=all``). Across runs there is no producer state: re-running with the same seed
-and ``base_time_ms`` re-sends byte-identical records, which the platform absorbs as duplicates
-(same ``event_id``, same payload). A run killed mid-way therefore leaves a prefix that a re-run
+and ``base_time_ms`` (or the same file) re-sends byte-identical records, which the platform absorbs as
+duplicates (same event id, same payload). A run killed mid-way therefore leaves a prefix that a re-run
 repeats exactly, and nothing else.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from spark_apps.core.errors import BrokerError, PlatformError
 from spark_apps.core.progress import Progress
 from spark_apps.core.settings import Settings
-from spark_apps.marketplace.generator import GeneratedRecord, GeneratorConfig, Manifest, generate
+from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.event_schema import EventSchema
+from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
+
+# File formats by suffix: JSON lines (one event object a line) and CSV (a header row naming the fields).
+JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+CSV_SUFFIXES = (".csv",)
+
+
+class _Record(Protocol):
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes: ...
+
+
+R = TypeVar("R", bound=_Record)
 
 
 @dataclass(frozen=True)
 class ProduceResult:
-    """What one run wrote."""
+    """What one run wrote; ``manifest`` is the ground truth of a generator run (``None`` for a file)."""
 
     sent: int
     failed: int
     elapsed_s: float
     interrupted: bool
-    manifest: Manifest
+    manifest: Manifest | None = None
+    source: str = ""
 
     @property
     def rate(self) -> float:
         return self.sent / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def summary(self, topic: str, manifest_path: Path | None) -> str:
-        kinds = ", ".join(f"{kind} {count:,}" for kind, count in sorted(self.manifest.counts_by_kind.items()))
+        if self.manifest is not None:
+            what = ", ".join(f"{kind} {count:,}" for kind, count in sorted(self.manifest.counts_by_kind.items()))
+        else:
+            what = f"from {self.source}"
         where = f"; manifest {manifest_path}" if manifest_path else ""
         state = " (interrupted; everything sent was flushed)" if self.interrupted else ""
         return (f"produced {self.sent:,} records to {topic} in {self.elapsed_s:.1f}s "
-                f"({self.rate:,.0f} records/s; {kinds}; failed {self.failed}){state}{where}")
+                f"({self.rate:,.0f} records/s; {what}; failed {self.failed}){state}{where}")
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One event of a file: where it was, its Kafka key and the JSON value sent."""
+
+    line: int
+    key: bytes | None
+    value: bytes
 
 
 def make_producer(settings: Settings):
@@ -65,7 +103,7 @@ def make_producer(settings: Settings):
                           "is it running? `make up` starts the embedded broker") from None
 
 
-def _paced(records: Iterator[GeneratedRecord], rate: float | None) -> Iterator[GeneratedRecord]:
+def _paced(records: Iterable[R], rate: float | None) -> Iterator[R]:
     """Hold records back so that on average no more than ``rate`` leave per second."""
     if not rate:
         yield from records
@@ -78,18 +116,18 @@ def _paced(records: Iterator[GeneratedRecord], rate: float | None) -> Iterator[G
         yield record
 
 
-def produce(settings: Settings, config: GeneratorConfig, topic: str | None = None, rate: float | None = None,
-            manifest_path: Path | None = None, show_progress: bool = True) -> ProduceResult:
-    """Send ``config.total_events`` generated records; flush on Ctrl-C; write the manifest of what was sent."""
-    topic = topic or settings.events_topic
+def send(settings: Settings, topic: str, records: Iterable[R], total: int | None, rate: float | None = None,
+         show_progress: bool = True) -> tuple[list[R], float, bool]:
+    """Send ``records`` in order; flush on Ctrl-C. Returns what was sent, the seconds it took and whether it was
+    interrupted; raises if Kafka did not acknowledge a record."""
     producer = make_producer(settings)
     failures: list[BaseException] = []
-    sent: list[GeneratedRecord] = []
-    progress = Progress(f"producing to {topic}", config.total_events) if show_progress else None
+    sent: list[R] = []
+    progress = Progress(f"producing to {topic}", total) if show_progress else None
     interrupted = False
     started = time.monotonic()
     try:
-        for record in _paced(generate(config), rate):
+        for record in _paced(records, rate):
             producer.send(topic, key=record.key, value=record.value).add_errback(failures.append)
             sent.append(record)
             if progress:
@@ -105,9 +143,108 @@ def produce(settings: Settings, config: GeneratorConfig, topic: str | None = Non
     if failures:
         raise PlatformError(f"{len(failures)} of {len(sent)} records were not acknowledged by Kafka: "
                             f"{failures[0]!r}")
-    manifest = Manifest.from_records(config, sent)
+    return sent, elapsed, interrupted
+
+
+def produce(settings: Settings, pipeline: Pipeline, request: GeneratorRequest, topic: str | None = None,
+            rate: float | None = None, manifest_path: Path | None = None,
+            show_progress: bool = True) -> ProduceResult:
+    """Send the ``request.events`` records of the pipeline's generator; write the manifest of what was sent."""
+    generate = pipeline.require_generator("producing synthetic events (give --file to send events from a file)")
+    topic = topic or pipeline.source_topic(settings)
+    sent, elapsed, interrupted = send(settings, topic, generate(request), request.events, rate, show_progress)
+    manifest = Manifest.from_records(asdict(request), sent)
     if manifest_path:
         manifest_path.parent.mkdir(parents=True, exist_ok=True)
         manifest.to_json(manifest_path)
-    return ProduceResult(sent=len(sent), failed=len(failures), elapsed_s=elapsed, interrupted=interrupted,
-                         manifest=manifest)
+    return ProduceResult(sent=len(sent), failed=0, elapsed_s=elapsed, interrupted=interrupted, manifest=manifest)
+
+
+def produce_file(settings: Settings, topic: str, records: Sequence[FileRecord], source: str,
+                 rate: float | None = None, show_progress: bool = True) -> ProduceResult:
+    """Send the events of a file, read whole first by :func:`read_events` (so a bad line sends nothing)."""
+    sent, elapsed, interrupted = send(settings, topic, records, len(records), rate, show_progress)
+    return ProduceResult(sent=len(sent), failed=0, elapsed_s=elapsed, interrupted=interrupted, source=source)
+
+
+# ---- files of events ------------------------------------------------------------------------------------------------
+
+
+def read_events(path: Path, schema: EventSchema) -> list[FileRecord]:
+    """The events of ``path`` as records: ``.jsonl`` (one JSON object a line, sent as written) or ``.csv`` (a
+    header naming the fields; values are strings, those of ``long`` fields become integers, empty cells are left
+    out). A file that cannot be read this way is a :class:`PlatformError` naming the file and the line."""
+    suffix = path.suffix.lower()
+    if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
+        raise PlatformError(f"{path}: cannot tell the format; name a file of events .jsonl (JSON lines) or .csv "
+                            "(with a header row)")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise PlatformError(f"{path}: no such file of events") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlatformError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
+    records = json_lines(text, schema, path.name) if suffix in JSON_LINES_SUFFIXES else csv_rows(text, schema,
+                                                                                                    path.name)
+    if not records:
+        raise PlatformError(f"{path}: holds no events")
+    return records
+
+
+def json_lines(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:
+    """One event per non-blank line, each a JSON object; the line's bytes are the record's value."""
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PlatformError(f"{name} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(event, dict):
+            raise PlatformError(f"{name} line {number}: not a JSON object but {type(event).__name__}")
+        records.append(FileRecord(number, schema.key_of(event), line.encode()))
+    return records
+
+
+def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:
+    """One event per row under a header row; typed by the schema's field kinds, sent as compact JSON."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if not header or not any(column.strip() for column in header):
+        raise PlatformError(f"{name}: no header row; a CSV file of events starts with the field names")
+    header = [column.strip() for column in header]
+    _check_header(header, name)
+    records = []
+    for row in reader:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise PlatformError(f"{name} line {reader.line_num}: {len(row)} values under a header of "
+                                f"{len(header)} fields")
+        event = {column: _typed(schema, column, cell, name, reader.line_num)
+                 for column, cell in zip(header, row, strict=True) if cell != ""}
+        records.append(FileRecord(reader.line_num, schema.key_of(event),
+                                  json.dumps(event, separators=(",", ":")).encode()))
+    return records
+
+
+def _check_header(header: Sequence[str], name: str) -> None:
+    blank = [index + 1 for index, column in enumerate(header) if not column]
+    if blank:
+        raise PlatformError(f"{name}: header column {blank[0]} has no name")
+    repeated = sorted({column for column in header if header.count(column) > 1})
+    if repeated:
+        raise PlatformError(f"{name}: header names {', '.join(repeated)} more than once")
+
+
+def _typed(schema: EventSchema, column: str, cell: str, name: str, line: int) -> str | int:
+    """A CSV cell as the schema wants it: an integer for a ``long`` field, else the string itself."""
+    spec = schema.by_name.get(column)
+    if spec is None or spec.kind != "long":
+        return cell
+    try:
+        return int(cell.strip())
+    except ValueError:
+        raise PlatformError(f"{name} line {line}: {column} must be a whole number, got {cell!r}") from None

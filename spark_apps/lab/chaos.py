@@ -1,12 +1,15 @@
 """The chaos suite (``kappa chaos``, ``make chaos``): real faults against the real broker and stream processes.
 
 Every scenario gets its own topic and its own home (warehouse, checkpoint, heartbeat) under ``<chaos_dir>/labs``,
-runs the streaming job as separate ``kappa stream`` processes while the generator produces its hard cases
-(duplicates, conflicting re-sends, malformed records, late events), injects one kind of fault, lets the stream
+runs the streaming job as separate ``kappa stream`` processes while the pipeline's own generator produces its hard
+cases (duplicates, conflicting re-sends, malformed records, late events), injects one kind of fault, lets the stream
 catch up, and then must pass both checks:
 
 - the reconciliation: the batch recompute from Kafka equals every stream table (``auditor.audit``);
 - the checker: ``lost=0 duplicated=0 unexpected=0`` against the generator's manifests (``checker``).
+
+Any pipeline that declares a generator (``Pipeline.generator``) can be put through the lab (``kappa chaos
+--pipeline P``); the marketplace is the default.
 
 Scenarios:
 
@@ -50,8 +53,8 @@ from spark_apps.core.settings import Settings
 from spark_apps.io import lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summary_line
-from spark_apps.marketplace.generator import GeneratorConfig, Manifest
-from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.declaration import Pipeline, load_pipeline
+from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from spark_apps.stream.faults import STAGES
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,9 @@ class ChaosPlan:
     events: int = 1000
     seed: int = 7
     scenarios: tuple[str, ...] = ()
+    # The pipeline put through the scenarios, by name or module:attribute (empty: the settings' pipeline); it must
+    # declare a generator.
+    pipeline: str = ""
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.scenarios) - set(SCENARIOS))
@@ -155,6 +161,11 @@ class Lab:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
+        self.pipeline.require_generator("the chaos lab")
+
+    @property
+    def topic(self) -> str:
+        return self.pipeline.source_topic(self.settings)
 
     @property
     def checkpoint(self) -> Path:
@@ -169,22 +180,20 @@ class Lab:
         self.notes.append(f"+{time.monotonic() - self.started:.0f}s {message}")
 
     def produce(self, events: int, rate: float | None = None) -> None:
-        """Send ``events`` generated records (every hard case) with a seed of their own; keep the manifest."""
+        """Send ``events`` records of the pipeline's generator (plenty of every hard case) with a seed of their own;
+        keep the manifest."""
         from spark_apps.io.producer import produce
 
         with self._produce_lock:
             self._producer_runs += 1
             seed = self.seed * 1000 + self._producer_runs
-        config = GeneratorConfig(seed=seed, total_events=events, base_time_ms=int(time.time()) * 1000,
-                                 events_per_second=rate or GeneratorConfig.events_per_second,
-                                 allowed_lateness_s=self.settings.allowed_lateness_s,
-                                 session_gap_s=self.settings.session_gap_s, late_rate=0.03, malformed_rate=0.03,
-                                 duplicate_rate=0.04, conflict_rate=0.01, payment_before_order_rate=0.05,
-                                 merchants=12, customers=300)
-        result = produce(self.settings, config, rate=rate, show_progress=False)
+        request = GeneratorRequest(seed=seed, events=events, base_time_ms=int(time.time()) * 1000,
+                                   events_per_second=rate, allowed_lateness_s=self.settings.allowed_lateness_s,
+                                   hard_cases=True)
+        result = produce(self.settings, self.pipeline, request, topic=self.topic, rate=rate, show_progress=False)
         with self._produce_lock:
             self.manifests.append(result.manifest)
-        log.info("chaos %s: %s", self.name, result.summary(self.settings.events_topic, None))
+        log.info("chaos %s: %s", self.name, result.summary(self.topic, None))
 
     def launch(self, *args: str, fault: str = "", max_offsets_per_trigger: int | None = None) -> StreamProcess:
         """Start ``kappa stream *args`` with this lab's settings, a fault hook and another batch size if given."""
@@ -203,7 +212,7 @@ class Lab:
 
     def caught_up(self) -> bool:
         """Spark's commit log covers the whole log: every record produced so far went through a micro-batch."""
-        return lineage.caught_up(self.settings, self.checkpoint, self.settings.events_topic)
+        return lineage.caught_up(self.settings, self.checkpoint, self.topic)
 
     def batch_estimate_s(self) -> float:
         return statistics.median(self.batch_seconds) if self.batch_seconds else FIRST_BATCH_GUESS_S
@@ -466,7 +475,7 @@ def verify(lab: Lab) -> Verdict:
     run = audit(lab.spark, lab.settings, lab.pipeline)
     if not run.success:
         log.info("%s", "\n".join(summary_lines(run)))
-    result = check_tables(lab.spark, lab.settings, lab.pipeline.tables(), lab.manifests)
+    result = check_tables(lab.spark, lab.settings, lab.pipeline, lab.manifests)
     for line in detail_lines(result):
         log.info("chaos %s: %s", lab.name, line)
     lab.note(f"reconciliation {'passed' if run.success else 'FAILED'} ({run.position.describe()}); "
@@ -592,7 +601,7 @@ def checkpoint_deleted(lab: Lab, plan: ChaosPlan) -> None:
         raise ScenarioFailed(f"the job did not refuse a deleted checkpoint (exit {code}): {refusal}")
     if table_versions(lab) != before or lab.checkpoint.exists():
         raise ScenarioFailed("the refused start changed a table or left a fresh checkpoint behind")
-    result = check_tables(lab.spark, lab.settings, lab.pipeline.tables(), lab.manifests)
+    result = check_tables(lab.spark, lab.settings, lab.pipeline, lab.manifests)
     if not result.exact:
         raise ScenarioFailed(f"the tables changed after the refused start: {summary_line(result)}")
     lab.note(f"refused, tables untouched ({summary_line(result)}): {refusal}")
@@ -627,12 +636,16 @@ SCENARIOS: dict[str, Callable[[Lab, ChaosPlan], None]] = {
 
 
 def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=None,
-            max_offsets_per_trigger: int = 500) -> Lab:
-    """A scenario's own topic and home under ``root``; ``settings`` name the broker and the jars. The pipeline is
-    the marketplace example: the checker's ground truth is its generator's manifest."""
+            max_offsets_per_trigger: int = 500, pipeline: str = "") -> Lab:
+    """A scenario's own topic and home under ``root``; ``settings`` name the broker and the jars. ``pipeline`` (a
+    name or module:attribute) must declare a generator: the checker's ground truth is its manifests. A pipeline that
+    names its own topic is read from that topic (shared by the scenarios, deleted after each); empty means the
+    settings' pipeline."""
     from spark_apps.io.topics import ensure_topic
-    from spark_apps.marketplace.pipeline import PIPELINE
 
+    pipeline = pipeline or settings.pipeline
+    declared = load_pipeline(pipeline)
+    declared.require_generator("the chaos lab")
     topic = f"chaos.{name}.{int(time.time())}"
     home = root / "labs" / name
     shutil.rmtree(home, ignore_errors=True)
@@ -641,9 +654,9 @@ def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=
     lab_settings = settings.with_overrides(
         home=home, events_topic=topic, spark_jars_dir=settings.spark_jars_dir, kafka_jars_dir=settings.kafka_jars_dir,
         kafka_data_dir=settings.kafka_data_dir, kafka_bootstrap_servers=settings.kafka_bootstrap_servers,
-        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="")
-    ensure_topic(lab_settings, topic)
-    return Lab(name, lab_settings, spark, PIPELINE, seed, logs, broker=broker)
+        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="", pipeline=pipeline)
+    ensure_topic(lab_settings, declared.source_topic(lab_settings))
+    return Lab(name, lab_settings, spark, declared, seed, logs, broker=broker)
 
 
 def run_scenario(name: str, lab: Lab, plan: ChaosPlan) -> ScenarioResult:
@@ -711,12 +724,12 @@ def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
     try:
         spark = get_spark(base, app_name="kappa-chaos")
         for index, name in enumerate(plan.scenarios):
-            lab = new_lab(base, spark, name, root, plan.seed + index, broker, _max_offsets(name, plan))
+            lab = new_lab(base, spark, name, root, plan.seed + index, broker, _max_offsets(name, plan), plan.pipeline)
             result = run_scenario(name, lab, plan)
             results.append(result)
             log.info("chaos: %s", result.line())
             with admin_client(lab.settings) as admin:
-                admin.delete_topics([lab.settings.events_topic])
+                admin.delete_topics([lab.topic])
             if result.passed:
                 passed_labs.append(lab.settings.home)
             write_reports(root, plan, results, time.time() - started)

@@ -47,7 +47,7 @@ FIELDS: tuple[FieldSpec, ...] = (
               required=False, max_length=16, since_version=2),
 )
 
-SCHEMA = EventSchema(fields=FIELDS, event_types=EVENT_TYPES, versions=SCHEMA_VERSIONS)
+SCHEMA = EventSchema(fields=FIELDS, event_types=EVENT_TYPES, versions=SCHEMA_VERSIONS, key_field="order_id")
 FIELDS_BY_NAME = SCHEMA.by_name
 
 

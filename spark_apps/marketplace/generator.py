@@ -49,9 +49,8 @@ import math
 import operator
 import random
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from spark_apps.marketplace.events import (
@@ -66,8 +65,11 @@ from spark_apps.marketplace.events import (
     Reason,
     fields_for,
 )
+from spark_apps.pipeline.synthetic import KINDS, GeneratedRecord, GeneratorRequest, Manifest
 
-KINDS: tuple[str, ...] = ("valid", "late", "duplicate", "conflict", "malformed")
+__all__ = ["KINDS", "MALFORMED_KEY", "GeneratedRecord", "GeneratorConfig", "Manifest", "config_for", "generate",
+           "nominal_time_ms"]
+
 MALFORMED_KEY = b"malformed"
 
 _RATE_FIELDS = ("out_of_order_rate", "late_rate", "duplicate_rate", "conflict_rate", "malformed_rate",
@@ -158,18 +160,6 @@ def _check(ok: bool, name: str, rule: str, value: object) -> None:
         raise ValueError(f"GeneratorConfig.{name} {rule}, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class GeneratedRecord:
-    """One Kafka record and what it is meant to be."""
-
-    seq: int
-    key: bytes
-    value: bytes
-    kind: str
-    event_id: str | None
-    expected_reason: str | None
-
-
 def nominal_time_ms(config: GeneratorConfig, seq: int) -> int:
     """Where the simulated clock stands when record ``seq`` is emitted (epoch ms, floored)."""
     return config.base_time_ms + int(seq * 1000 / config.events_per_second)
@@ -178,6 +168,21 @@ def nominal_time_ms(config: GeneratorConfig, seq: int) -> int:
 def generate(config: GeneratorConfig) -> Iterator[GeneratedRecord]:
     """The records of ``config``, in emission order."""
     yield from _Simulation(config).run()
+
+
+# What "plenty of every hard case" means for the marketplace (GeneratorRequest.hard_cases): the chaos lab and the
+# stream tests ask for it.
+HARD_CASES: dict[str, Any] = {"late_rate": 0.03, "malformed_rate": 0.03, "duplicate_rate": 0.04,
+                              "conflict_rate": 0.01, "payment_before_order_rate": 0.05, "merchants": 12,
+                              "customers": 300}
+
+
+def config_for(request: GeneratorRequest, session_gap_s: int) -> GeneratorConfig:
+    """The generator config an engine request stands for, with sessions cut at ``session_gap_s``."""
+    return GeneratorConfig(seed=request.seed, total_events=request.events, base_time_ms=request.base_time_ms,
+                           events_per_second=request.events_per_second or GeneratorConfig.events_per_second,
+                           allowed_lateness_s=request.allowed_lateness_s, session_gap_s=session_gap_s,
+                           **(HARD_CASES if request.hard_cases else {}))
 
 
 def _dumps(payload: Any) -> bytes:
@@ -684,91 +689,3 @@ class _Simulation:
         value, event_id, order_id = _apply_defect(defect, json.loads(valid_value), rng)
         key = order_id.encode() if order_id is not None else MALFORMED_KEY
         return GeneratedRecord(seq, key, value, "malformed", event_id, defect.reason)
-
-
-@dataclass
-class Manifest:
-    """The ground truth of a generated stream: what silver, late_events and dead_letters must hold."""
-
-    config: dict[str, Any]
-    total_records: int
-    counts_by_kind: dict[str, int]
-    valid_events: dict[str, dict[str, Any]]
-    late_events: dict[str, dict[str, Any]]
-    duplicates: list[int]
-    conflicts: list[dict[str, Any]]
-    malformed: dict[int, str]
-    records: list[dict[str, Any]]
-
-    @classmethod
-    def from_records(cls, config: GeneratorConfig | dict[str, Any],
-                     records: Iterable[GeneratedRecord]) -> Manifest:
-        """Collect the labels, checking each against the bytes so a mislabelled record cannot hide."""
-        builder = _ManifestBuilder()
-        for record in records:
-            builder.add(record)
-        return builder.build(asdict(config) if isinstance(config, GeneratorConfig) else dict(config))
-
-    def to_json(self, path: str | Path) -> None:
-        """Deterministic JSON (sorted keys); shallow on purpose, asdict would deep-copy every event."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        Path(path).write_text(json.dumps(data, sort_keys=True, separators=(",", ":")))
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> Manifest:
-        data = json.loads(Path(path).read_text())
-        data["malformed"] = {int(seq): reason for seq, reason in data["malformed"].items()}
-        return cls(**data)
-
-
-class _ManifestBuilder:
-    """Accumulates a manifest; remembers a hash of each first value to verify re-send labels."""
-
-    def __init__(self) -> None:
-        self.counts = dict.fromkeys(KINDS, 0)
-        self.valid: dict[str, dict[str, Any]] = {}
-        self.late: dict[str, dict[str, Any]] = {}
-        self.duplicates: list[int] = []
-        self.conflicts: list[dict[str, Any]] = []
-        self.malformed: dict[int, str] = {}
-        self.records: list[dict[str, Any]] = []
-        self.first_value_hash: dict[str, int] = {}
-        self.malformed_ids: set[str] = set()
-
-    def add(self, record: GeneratedRecord) -> None:
-        kind, event_id, seq = record.kind, record.event_id, record.seq
-        if kind not in self.counts:
-            raise ValueError(f"record {seq}: unknown kind {kind!r}")
-        self.counts[kind] += 1
-        self.records.append({"seq": seq, "kind": kind, "event_id": event_id,
-                             "expected_reason": record.expected_reason, "key": record.key.decode()})
-        if kind == "malformed":
-            self._expect(record.expected_reason is not None, record, "has no expected reason")
-            self.malformed[seq] = record.expected_reason
-            if event_id is not None:
-                self.malformed_ids.add(event_id)
-        elif kind in ("valid", "late"):
-            self._expect(event_id not in self.first_value_hash, record, "reuses an event id")
-            self.first_value_hash[event_id] = hash(record.value)
-            (self.valid if kind == "valid" else self.late)[event_id] = json.loads(record.value)
-        else:
-            self._expect(event_id in self.valid, record, "re-sends no earlier on-time valid event")
-            identical = self.first_value_hash[event_id] == hash(record.value)
-            self._expect(identical == (kind == "duplicate"), record, "bytes contradict its kind")
-            if kind == "duplicate":
-                self.duplicates.append(seq)
-            else:
-                self.conflicts.append({"seq": seq, "event_id": event_id})
-
-    @staticmethod
-    def _expect(ok: bool, record: GeneratedRecord, problem: str) -> None:
-        if not ok:
-            raise ValueError(f"record {record.seq} ({record.kind}, event {record.event_id}) {problem}")
-
-    def build(self, config: dict[str, Any]) -> Manifest:
-        reused = self.malformed_ids & self.first_value_hash.keys()
-        if reused:
-            raise ValueError(f"malformed records reuse valid event ids: {sorted(reused)[:5]}")
-        return Manifest(config=config, total_records=len(self.records), counts_by_kind=self.counts,
-                        valid_events=self.valid, late_events=self.late, duplicates=self.duplicates,
-                        conflicts=self.conflicts, malformed=self.malformed, records=self.records)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
+from spark_apps.marketplace.generator import config_for, generate
 from spark_apps.pipeline.declaration import GoldTable, Pipeline
+from spark_apps.pipeline.synthetic import GeneratedRecord, GeneratorRequest
+
+# Length of the event-time tumbling windows of gold.merchant_revenue, in seconds.
+WINDOW_S = 60
+# gold.customer_sessions cuts a customer's events where two are more than this many seconds apart.
+SESSION_GAP_S = 300
 
 
 def _amount_if(event_type: str) -> Column:
@@ -17,14 +26,14 @@ def _amount_if(event_type: str) -> Column:
 
 def revenue_key_rows(silver: DataFrame, settings: Settings) -> DataFrame:
     """Each event belongs to the tumbling event-time window that contains it."""
-    width = int(settings.window_s)
+    width = WINDOW_S
     return silver.withColumn(
         "window_start", F.expr(f"timestamp_seconds(floor(unix_seconds(event_time) / {width}) * {width})"))
 
 
 def merchant_revenue(rows: DataFrame, settings: Settings) -> DataFrame:
     """Per merchant, currency and window: orders, money captured, refunded, net, distinct customers."""
-    width = int(settings.window_s)
+    width = WINDOW_S
     return (rows.groupBy("merchant_id", "window_start", "currency")
             .agg(F.count(F.when(F.col("event_type") == ORDER_PLACED, True)).cast("long").alias("orders"),
                  _amount_if(PAYMENT_CAPTURED).alias("gross_cents"),
@@ -141,13 +150,13 @@ def _count_of(event_type: str) -> Column:
 
 
 def customer_sessions(rows: DataFrame, settings: Settings) -> DataFrame:
-    """Per customer, maximal runs of events no more than ``session_gap_s`` apart: start, end, counts.
+    """Per customer, maximal runs of events no more than ``SESSION_GAP_S`` apart: start, end, counts.
 
     A session is identified by its customer and first event time. An event that closes the gap between
     two sessions merges them: the earlier session's row grows and the later one's row is deleted.
     Counts, not amounts: a customer buys from merchants in different currencies.
     """
-    sessions = _session_numbers(rows, int(settings.session_gap_s))
+    sessions = _session_numbers(rows, SESSION_GAP_S)
     return (sessions.groupBy("customer_id", "_session")
             .agg(F.min("event_time").alias("session_start"), F.max("event_time").alias("session_end"),
                  F.count("*").cast("long").alias("events"), _count_of(ORDER_PLACED).alias("orders"),
@@ -163,12 +172,20 @@ CUSTOMER_SESSIONS = GoldTable(
     primary_keys=("customer_id", "session_start"),
     key_rows=customer_key_rows,
     compute=customer_sessions,
-    description="One row per customer session: events no more than session_gap_s apart in event time.",
+    description=f"One row per customer session: events no more than {SESSION_GAP_S} s apart in event time.",
 )
+
+
+
+def synthetic_events(request: GeneratorRequest) -> Iterator[GeneratedRecord]:
+    """The marketplace generator (every hard case, labelled), its sessions paused longer than ``SESSION_GAP_S``."""
+    return generate(config_for(request, session_gap_s=SESSION_GAP_S))
+
 
 PIPELINE = Pipeline(
     name="marketplace",
     schema=SCHEMA,
     gold_tables=(MERCHANT_REVENUE, ORDER_STATUS, CUSTOMER_SESSIONS),
     description="An online marketplace: orders, payments, refunds.",
+    generator=synthetic_events,
 )

@@ -20,6 +20,7 @@ from importlib.metadata import entry_points
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.pipeline.event_schema import EventSchema
+from spark_apps.pipeline.synthetic import EventGenerator
 
 ENTRY_POINT_GROUP = "kappa.pipelines"
 DataFrameFn = Callable[..., object]
@@ -45,7 +46,12 @@ class GoldTable:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A declared pipeline. ``table_prefix`` keeps several pipelines apart in one warehouse."""
+    """A declared pipeline. ``table_prefix`` keeps several pipelines apart in one warehouse.
+
+    ``generator`` (optional) produces the pipeline's own synthetic events, each labelled with what it must
+    become (see :mod:`spark_apps.pipeline.synthetic`): ``kappa produce`` without ``--file`` and the chaos lab
+    need one.
+    """
 
     name: str
     schema: EventSchema
@@ -53,6 +59,7 @@ class Pipeline:
     topic: str | None = None
     table_prefix: str = ""
     description: str = ""
+    generator: EventGenerator | None = field(default=None, compare=False)
     gold_by_name: dict[str, GoldTable] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -63,6 +70,13 @@ class Pipeline:
 
     def source_topic(self, settings) -> str:
         return self.topic or settings.events_topic
+
+    def require_generator(self, purpose: str) -> EventGenerator:
+        """The pipeline's generator, or the one-line error that says ``purpose`` needs one."""
+        if self.generator is None:
+            raise PlatformError(f"pipeline {self.name!r} declares no generator of synthetic events, which "
+                                f"{purpose} needs")
+        return self.generator
 
     def tables(self, generation: str = "") -> TableNames:
         return TableNames(self.table_prefix, generation)

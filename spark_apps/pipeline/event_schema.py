@@ -36,7 +36,11 @@ class FieldSpec:
 
 @dataclass(frozen=True)
 class EventSchema:
-    """The events of one pipeline: a JSON object per Kafka record."""
+    """The events of one pipeline: a JSON object per Kafka record.
+
+    ``key_field`` names the entity an event belongs to, whose value is the record's Kafka key (so that one
+    entity's events stay in one partition, in order); ``None`` sends events without a key.
+    """
 
     fields: tuple[FieldSpec, ...]
     event_types: tuple[str, ...]
@@ -45,6 +49,7 @@ class EventSchema:
     type_field: str = "event_type"
     time_field: str = "event_time"
     version_field: str = "schema_version"
+    key_field: str | None = None
     by_name: dict[str, FieldSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -55,8 +60,15 @@ class EventSchema:
         for required in (self.id_field, self.type_field, self.time_field, self.version_field):
             if required not in self.by_name:
                 raise ValueError(f"event schema needs a field named {required!r}")
+        if self.key_field is not None and self.key_field not in self.by_name:
+            raise ValueError(f"key field {self.key_field!r} is not a field of the event schema")
         if self.by_name[self.time_field].kind != "timestamp":
             raise ValueError(f"{self.time_field!r} must be of kind 'timestamp'")
+
+    def key_of(self, event: dict) -> bytes | None:
+        """The Kafka key of an event: its ``key_field`` value, or none (no key field, or the event lacks it)."""
+        value = event.get(self.key_field) if self.key_field else None
+        return None if value is None else str(value).encode()
 
     def fields_for(self, event_type: str) -> tuple[FieldSpec, ...]:
         """The fields an event of this type carries."""

@@ -25,7 +25,8 @@ SCHEMA = EventSchema(
             FieldSpec("device_id", "string", "The device; also the Kafka key.", max_length=32),
             FieldSpec("celsius_tenths", "long", "Temperature in tenths of a degree Celsius.",
                       min_value=ABSOLUTE_ZERO_TENTHS)),
-    event_types=(READING,), id_field="reading_id", type_field="kind", time_field="measured_at")
+    event_types=(READING,), id_field="reading_id", type_field="kind", time_field="measured_at",
+    key_field="device_id")
 
 
 def device_hour_rows(silver: DataFrame, settings) -> DataFrame:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from spark_apps.core.settings import Settings
 from spark_apps.io.producer import produce
-from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from spark_apps.stream.job import StreamJob
 
 # Crash points of the shared restarted stream: every stage of foreachBatch, in different batches.
@@ -34,12 +34,11 @@ def fresh_stream_settings(settings: Settings, home, topic_name: str, max_offsets
 
 
 def produce_hard_cases(settings: Settings, total: int = 3000, seed: int = 3) -> tuple[Manifest, dict]:
-    config = GeneratorConfig(seed=seed, total_events=total, base_time_ms=int(time.time()) * 1000,
-                             allowed_lateness_s=settings.allowed_lateness_s, late_rate=0.03,
-                             malformed_rate=0.03, duplicate_rate=0.04, conflict_rate=0.01,
-                             payment_before_order_rate=0.05, merchants=12, customers=300)
-    result = produce(settings, config, show_progress=False)
-    values = {r.seq: r.value for r in generate(config)}
+    """The marketplace generator's hard cases (through the pipeline's generator hook), and their bytes by seq."""
+    request = GeneratorRequest(seed=seed, events=total, base_time_ms=int(time.time()) * 1000,
+                               allowed_lateness_s=settings.allowed_lateness_s, hard_cases=True)
+    result = produce(settings, PIPELINE, request, show_progress=False)
+    values = {r.seq: r.value for r in PIPELINE.generator(request)}
     return result.manifest, values
 
 

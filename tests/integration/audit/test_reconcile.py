@@ -17,7 +17,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.io.topics import partition_offsets
-from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.marketplace.pipeline import PIPELINE, WINDOW_S
 
 pytestmark = pytest.mark.integration
 
@@ -141,7 +141,7 @@ def drop_a_late_event_into_gold(spark, job):
     late = spark.read.format("delta").load(job.path(job.tables.late_events)) \
         .where("event_type = 'payment_captured'").orderBy("event_id").first()
     path = job.path(job.tables.gold("merchant_revenue"))
-    width = job.settings.window_s
+    width = WINDOW_S
     window = f"timestamp_seconds(floor(unix_seconds(timestamp'{late.event_time}') / {width}) * {width})"
     where = f"merchant_id = '{late.merchant_id}' AND currency = '{late.currency}' AND window_start = {window}"
     if spark.read.format("delta").load(path).where(where).count():

@@ -56,7 +56,7 @@ def story(kafka_broker, spark, settings, tmp_path_factory) -> dict:
             with pytest.raises(CheckpointMismatch) as refused:
                 StreamJob(spark, lab.settings, lab.pipeline).prepare()
             told.update(refused=str(refused.value), versions=(before, table_versions(lab)),
-                        after_refusal=check_tables(spark, lab.settings, lab.pipeline.tables(), lab.manifests))
+                        after_refusal=check_tables(spark, lab.settings, lab.pipeline, lab.manifests))
         finally:
             shutil.move(kept, lab.checkpoint)
         yield told

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from spark_apps.io.producer import produce
-from spark_apps.marketplace.generator import GeneratorConfig
+from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.supervisor import (
     lag_by_partition,
     log_end_offsets,
@@ -22,6 +22,7 @@ from spark_apps.ops.supervisor import (
     stream_process_alive,
     supervise,
 )
+from spark_apps.pipeline.synthetic import GeneratorRequest
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def supervised(make_topic, settings, tmp_path):
 
 
 def produce_events(settings, seed: int, total: int) -> dict[int, int]:
-    produce(settings, GeneratorConfig(seed=seed, total_events=total, base_time_ms=int(time.time()) * 1000),
+    produce(settings, PIPELINE, GeneratorRequest(seed=seed, events=total, base_time_ms=int(time.time()) * 1000),
             show_progress=False)
     return log_end_offsets(settings)
 

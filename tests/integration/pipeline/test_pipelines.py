@@ -17,7 +17,7 @@ import pytest
 
 from spark_apps.io.producer import make_producer
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
-from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS
+from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS, SESSION_GAP_S
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 from spark_apps.stream.job import StreamJob
 from tests.support.expected import UTC, as_utc
@@ -116,7 +116,7 @@ def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spar
 def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings, make_topic, tmp_path):
     topic = f"test.sessions.{uuid.uuid4().hex[:8]}"
     config = stream_settings(make_topic, settings, tmp_path, topic, partitions=1, max_offsets_per_trigger=2)
-    gap = dt.timedelta(seconds=config.session_gap_s)
+    gap = dt.timedelta(seconds=SESSION_GAP_S)
     first = now_ms() - dt.timedelta(minutes=10)
     second, bridge = first + gap + dt.timedelta(seconds=60), first + gap / 2 + dt.timedelta(seconds=30)
     events = [marketplace_event(ORDER_PLACED, "o1", first, 100, customer="c7"),

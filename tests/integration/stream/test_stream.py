@@ -11,7 +11,7 @@ import pytest
 from spark_apps.io.lineage import batch_end_offsets, batch_start_offsets, committed_batches, position_at
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.marketplace.generator import Manifest
-from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.marketplace.pipeline import PIPELINE, SESSION_GAP_S, WINDOW_S
 from spark_apps.stream.job import CheckpointMismatch, StreamJob
 from tests.support.expected import as_utc, customer_sessions, merchant_revenue, order_status
 from tests.support.streams import FAULTS
@@ -45,7 +45,7 @@ def assert_tables_match_manifest(spark, job: StreamJob, manifest: Manifest, valu
     kinds = Counter(r.kind for r in table(t.duplicates).collect())
     assert kinds == Counter({"duplicate": len(manifest.duplicates), "conflict": len(manifest.conflicts)})
 
-    expected = merchant_revenue(manifest.valid_events, job.settings.window_s)
+    expected = merchant_revenue(manifest.valid_events, WINDOW_S)
     gold = {(r.merchant_id, as_utc(r.window_start), r.currency):
             {"orders": r.orders, "gross_cents": r.gross_cents, "refunds_cents": r.refunds_cents,
              "net_cents": r.net_cents, "distinct_customers": r.distinct_customers}
@@ -57,7 +57,7 @@ def assert_tables_match_manifest(spark, job: StreamJob, manifest: Manifest, valu
 
     sessions = {(r.customer_id, as_utc(r.session_start)): other_values(r, "customer_id", "session_start")
                 for r in table(t.gold("customer_sessions")).collect()}
-    assert sessions == customer_sessions(manifest.valid_events, job.settings.session_gap_s)
+    assert sessions == customer_sessions(manifest.valid_events, SESSION_GAP_S)
 
 
 def other_values(row, *keys: str) -> dict:

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from spark_apps.io.producer import produce
-from spark_apps.marketplace.generator import GeneratorConfig
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.pipeline.synthetic import GeneratorRequest
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.integration
 def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(make_topic, settings, tmp_path):
     topic = make_topic("test.stream.cli")
     produce(settings.with_overrides(events_topic=topic),
-            GeneratorConfig(seed=21, total_events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
+            PIPELINE, GeneratorRequest(seed=21, events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
     env = {**os.environ, "KAPPA_HOME": str(tmp_path), "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
            "KAPPA_EVENTS_TOPIC": topic, "KAPPA_SPARK_JARS_DIR": str(settings.spark_jars_dir),
            "KAPPA_SPARK_SHUFFLE_PARTITIONS": "2", "KAPPA_TRIGGER_INTERVAL_S": "1"}

@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,12 @@ def test_cli_reports_a_wrong_argument_as_one_line(capsys):
     assert exited.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "expected a whole number, got 'zero'" in err[0]
+
+
+def test_a_pipelines_window_and_session_gap_are_its_own_not_engine_settings():
+    from spark_apps.marketplace.pipeline import SESSION_GAP_S, WINDOW_S
+
+    names = {f.name for f in dataclasses.fields(Settings)}
+    assert not names & {"window_s", "session_gap_s"}
+    assert (WINDOW_S, SESSION_GAP_S) == (60, 300)
+    assert "KAPPA_WINDOW_S" not in Settings().as_env()

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-from spark_apps.lab.checker import check, check_table, detail_lines, expectations, record_values, summary_line
-from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
-from spark_apps.pipeline.declaration import TableNames
+from spark_apps.lab.checker import (
+    check,
+    check_table,
+    content_fields,
+    detail_lines,
+    expectations,
+    record_values,
+    summary_line,
+)
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest, manifest_of
+from tests.support.sensor_pipeline import SCHEMA as SENSOR_SCHEMA
 
-TABLES = TableNames()
-CONFIG = GeneratorConfig(seed=5, total_events=600, late_rate=0.03, malformed_rate=0.03, duplicate_rate=0.04,
-                         conflict_rate=0.02)
+TABLES = PIPELINE.tables()
+SCHEMA = PIPELINE.schema
+REQUEST = GeneratorRequest(seed=5, events=600, hard_cases=True)
+generate = PIPELINE.generator
 
 
-def manifest_and_values() -> tuple[Manifest, dict[int, bytes]]:
-    records = list(generate(CONFIG))
-    return Manifest.from_records(CONFIG, records), {r.seq: r.value for r in records}
+def manifest_and_values(request: GeneratorRequest = REQUEST) -> tuple[Manifest, dict[int, bytes]]:
+    records = list(generate(request))
+    return manifest_of(request, records), {r.seq: r.value for r in records}
+
+
+def content(event_id: str, payload: dict) -> tuple:
+    return (event_id, *(payload.get(name) for name in content_fields(SCHEMA)[1:]))
 
 
 def faithful_tables(manifest: Manifest, values: dict[int, bytes]) -> dict[str, list]:
@@ -23,8 +37,8 @@ def faithful_tables(manifest: Manifest, values: dict[int, bytes]) -> dict[str, l
     return {
         TABLES.bronze: list(values.values()),
         TABLES.dead_letters: [(values[seq], reason) for seq, reason in manifest.malformed.items()],
-        TABLES.events: [(event_id, payload["amount_cents"]) for event_id, payload in events.items()],
-        TABLES.late_events: [(event_id, payload["amount_cents"]) for event_id, payload in manifest.late_events.items()],
+        TABLES.events: [content(event_id, payload) for event_id, payload in events.items()],
+        TABLES.late_events: [content(event_id, payload) for event_id, payload in manifest.late_events.items()],
         TABLES.duplicates: [(records[seq]["event_id"], "duplicate") for seq in manifest.duplicates]
         + [(c["event_id"], "conflict") for c in manifest.conflicts],
     }
@@ -33,7 +47,7 @@ def faithful_tables(manifest: Manifest, values: dict[int, bytes]) -> dict[str, l
 def test_tables_holding_every_record_once_give_all_zeros():
     manifest, values = manifest_and_values()
     assert manifest.duplicates and manifest.conflicts and manifest.late_events and manifest.malformed
-    result = check(expectations([(manifest, values)], TABLES), faithful_tables(manifest, values))
+    result = check(expectations([(manifest, values)], TABLES, SCHEMA), faithful_tables(manifest, values))
     assert result.exact
     assert summary_line(result) == "lost=0 duplicated=0 unexpected=0"
     assert [t.found for t in result.tables] == [t.expected for t in result.tables]
@@ -45,7 +59,7 @@ def test_a_replayed_micro_batch_shows_as_duplicated_rows_of_the_tables_it_reache
     replayed = tables[TABLES.bronze][100:130]
     tables[TABLES.bronze] += replayed
     tables[TABLES.events].append(tables[TABLES.events][0])
-    result = check(expectations([(manifest, values)], TABLES), tables)
+    result = check(expectations([(manifest, values)], TABLES, SCHEMA), tables)
     assert (result.lost, result.duplicated, result.unexpected) == (0, 31, 0)
     by_table = {t.table: t.duplicated for t in result.tables}
     assert by_table[TABLES.bronze] == 30 and by_table[TABLES.events] == 1
@@ -55,7 +69,7 @@ def test_a_record_missing_from_bronze_is_lost_by_its_sequence_number():
     manifest, values = manifest_and_values()
     tables = faithful_tables(manifest, values)
     del tables[TABLES.bronze][42]
-    result = check(expectations([(manifest, values)], TABLES), tables)
+    result = check(expectations([(manifest, values)], TABLES, SCHEMA), tables)
     bronze = result.tables[0]
     assert (bronze.lost, result.lost, result.duplicated, result.unexpected) == (1, 1, 0, 0)
     assert bronze.samples == {"lost": ["(0, 42)"]}
@@ -65,8 +79,10 @@ def test_a_conflicting_resend_that_wins_is_one_lost_and_one_unexpected_event():
     manifest, values = manifest_and_values()
     tables = faithful_tables(manifest, values)
     conflicted = manifest.conflicts[0]["event_id"]
-    tables[TABLES.events] = [(e, amount + 1 if e == conflicted else amount) for e, amount in tables[TABLES.events]]
-    result = check(expectations([(manifest, values)], TABLES), tables)
+    amount = content_fields(SCHEMA).index("amount_cents")
+    tables[TABLES.events] = [row[:amount] + (row[amount] + 1,) + row[amount + 1:] if row[0] == conflicted else row
+                             for row in tables[TABLES.events]]
+    result = check(expectations([(manifest, values)], TABLES, SCHEMA), tables)
     assert (result.lost, result.duplicated, result.unexpected) == (1, 0, 1)
     assert "lost=1 duplicated=0 unexpected=1" in detail_lines(result)[2]
 
@@ -86,20 +102,26 @@ def test_rows_no_record_explains_are_unexpected_and_a_missing_table_loses_everyt
 
 
 def test_record_values_regenerates_the_bytes_of_exactly_the_records_sent():
-    records = list(generate(CONFIG))[:250]
-    manifest = Manifest.from_records(CONFIG, records)
-    assert record_values(manifest) == {r.seq: r.value for r in records}
+    records = list(generate(REQUEST))[:250]
+    manifest = manifest_of(REQUEST, records)
+    assert record_values(manifest, generate) == {r.seq: r.value for r in records}
 
 
 def test_records_of_several_producer_runs_are_told_apart_by_run():
     first, first_values = manifest_and_values()
-    config = GeneratorConfig(seed=6, total_events=200, base_time_ms=CONFIG.base_time_ms + 60_000)
-    records = list(generate(config))
-    second, second_values = Manifest.from_records(config, records), {r.seq: r.value for r in records}
+    request = GeneratorRequest(seed=6, events=200, base_time_ms=REQUEST.base_time_ms + 60_000)
+    second, second_values = manifest_and_values(request)
+    records = list(generate(request))
     tables = faithful_tables(first, first_values)
     for name, rows in faithful_tables(second, second_values).items():
         tables[name] += rows
-    expected = expectations([(first, first_values), (second, second_values)], TABLES)
+    expected = expectations([(first, first_values), (second, second_values)], TABLES, SCHEMA)
     assert check(expected, tables).exact
     del tables[TABLES.bronze][-1]
     assert check(expected, tables).tables[0].samples == {"lost": [f"(1, {records[-1].seq})"]}
+
+
+def test_events_are_compared_by_the_id_and_content_their_schema_names():
+    assert content_fields(SCHEMA)[:1] == ("event_id",) and "amount_cents" in content_fields(SCHEMA)
+    assert "event_time" not in content_fields(SCHEMA)
+    assert content_fields(SENSOR_SCHEMA) == ("reading_id", "kind", "schema_version", "device_id", "celsius_tenths")

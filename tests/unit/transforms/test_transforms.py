@@ -6,6 +6,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.pipeline import (
+    SESSION_GAP_S,
+    WINDOW_S,
     customer_key_rows,
     customer_sessions,
     merchant_revenue,
@@ -60,7 +62,8 @@ def test_touched_keys_are_distinct_and_select_only_their_rows(spark):
 
 
 def test_merchant_revenue_sums_payments_minus_refunds_per_window_and_currency(spark):
-    settings = Settings(window_s=60)
+    assert WINDOW_S == 60
+    settings = Settings()
     schema = "merchant_id string, event_type string, event_time timestamp, amount_cents long, customer_id string, " \
              "currency string"
     at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
@@ -117,7 +120,8 @@ def test_order_status_joins_orders_payments_and_refunds_full_outer_with_one_stat
 
 
 def test_an_event_that_closes_the_gap_merges_two_sessions(spark):
-    settings = Settings(session_gap_s=300)
+    assert SESSION_GAP_S == 300
+    settings = Settings()
     at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
     apart = [marketplace_event("e1", "order_placed", 0, "o1"), marketplace_event("e2", "order_placed", 301, "o2"),
              marketplace_event("e3", "order_placed", 0, "o3", customer="c2")]

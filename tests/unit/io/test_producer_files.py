@@ -1,0 +1,101 @@
+"""`kappa produce --file`: JSON lines and CSV files become Kafka records keyed by the schema's entity key; a bad
+file is one readable line, and nothing is sent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_apps.cli import main
+from spark_apps.core.errors import PlatformError
+from spark_apps.io.producer import csv_rows, json_lines, read_events
+from spark_apps.marketplace.events import SCHEMA
+from tests.support.sensor_pipeline import SCHEMA as SENSORS
+
+ORDER = {"event_id": "e1", "event_type": "order_placed", "event_time": "2026-11-21T19:22:03.123Z",
+         "schema_version": 1, "order_id": "o1", "customer_id": "c1", "merchant_id": "m1", "amount_cents": 1250,
+         "currency": "EUR", "item_count": 2}
+
+
+def test_json_lines_are_sent_as_written_keyed_by_the_entity_key():
+    line = json.dumps(ORDER)
+    records = json_lines(f"{line}\n\n  {json.dumps({**ORDER, 'event_id': 'e2', 'order_id': 'o2'})}  \n", SCHEMA)
+    assert [(r.line, r.key) for r in records] == [(1, b"o1"), (3, b"o2")]
+    assert records[0].value == line.encode()
+
+
+def test_csv_rows_become_typed_json_in_header_order_and_empty_cells_are_left_out():
+    text = ("event_id,event_type,event_time,schema_version,order_id,customer_id,merchant_id,amount_cents,currency,"
+            "item_count,channel\n"
+            "e1,order_placed,2026-11-21T19:22:03.123Z,1,o1,c1,m1,1250,EUR,2,\n"
+            '"e2",order_placed,2026-11-21T19:22:04.000Z, 2 ,o2,c1,m1,0,EUR,1,"web, app"\n')
+    records = csv_rows(text, SCHEMA)
+    assert [r.key for r in records] == [b"o1", b"o2"]
+    assert json.loads(records[0].value) == ORDER
+    assert list(json.loads(records[0].value)) == list(ORDER), "fields in header order"
+    second = json.loads(records[1].value)
+    assert (second["schema_version"], second["amount_cents"], second["channel"]) == (2, 0, "web, app")
+
+
+def test_another_pipelines_schema_types_and_keys_its_own_fields():
+    records = csv_rows("reading_id,kind,measured_at,schema_version,device_id,celsius_tenths\n"
+                       "r1,reading,2026-11-21T19:22:03.123Z,1,d7,-15\n", SENSORS)
+    assert records[0].key == b"d7" and json.loads(records[0].value)["celsius_tenths"] == -15
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("events.jsonl", '{"event_id": "e1"}\n{"event_id": \n', "events.jsonl line 2: not JSON"),
+    ("events.jsonl", '{"event_id": "e1"}\n[1, 2]\n', "events.jsonl line 2: not a JSON object but list"),
+    ("events.jsonl", "\n\n", "holds no events"),
+    ("events.csv", "", "events.csv: no header row"),
+    ("events.csv", "event_id,amount_cents\ne1,12.5\n", "events.csv line 2: amount_cents must be a whole number, "
+                                                      "got '12.5'"),
+    ("events.csv", "event_id,order_id\ne1,o1,extra\n", "events.csv line 2: 3 values under a header of 2 fields"),
+    ("events.csv", "event_id,event_id\ne1,e2\n", "header names event_id more than once"),
+    ("events.csv", "event_id,\ne1,x\n", "header column 2 has no name"),
+    ("events.txt", "{}", "cannot tell the format"),
+])
+def test_a_bad_file_is_one_line_naming_the_file_and_the_line(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(PlatformError) as raised:
+        read_events(path, SCHEMA)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_missing_file_is_one_line(tmp_path):
+    with pytest.raises(PlatformError, match="no such file of events"):
+        read_events(tmp_path / "absent.jsonl", SCHEMA)
+
+
+def test_the_cli_reports_a_bad_file_before_reaching_kafka(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KAPPA_KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")
+    monkeypatch.setattr("spark_apps.io.topics.ensure_topic",
+                        lambda settings, name=None, partitions=None: pytest.fail("no broker needed"), raising=True)
+    path = tmp_path / "events.csv"
+    path.write_text("event_id,amount_cents\ne1,lots\n")
+    assert main(["produce", "--file", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "kappa produce: error: events.csv line 2: amount_cents must be a whole number, got 'lots'"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["produce", "--pipeline", "nosuch"], "no pipeline named 'nosuch'"),
+    (["produce", "--pipeline", "tests.support.sensor_pipeline:PIPELINE"],
+     "pipeline 'sensors' declares no generator of synthetic events"),
+    (["produce", "--file", "x.jsonl", "--seed", "3"], "--seed: options of the generator"),
+    (["chaos", "--pipeline", "tests.support.sensor_pipeline:PIPELINE"], "declares no generator"),
+])
+def test_a_pipeline_that_cannot_serve_the_command_is_one_line(argv, message, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+def test_schema_prints_any_pipelines_schema(capsys):
+    assert main(["schema", "--pipeline", "tests.support.sensor_pipeline:PIPELINE"]) == 0
+    out = capsys.readouterr().out
+    assert "`celsius_tenths` | long" in out and "order_id" not in out
+    assert main(["schema"]) == 0
+    assert "`order_id` | string" in capsys.readouterr().out
