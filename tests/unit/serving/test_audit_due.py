@@ -1,4 +1,4 @@
-"""When the scheduled reconciliation audits: decided at the run's ``as_of`` (its data interval), never the wall clock."""
+"""When the scheduled reconciliation audits: decided at the run's ``as_of`` (its data interval), not the wall clock."""
 
 import datetime as dt
 
