@@ -129,10 +129,10 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
 
 def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:
     """The audit DAG's work: batch recompute from the log, then the comparison with every stream table."""
-    from spark_apps.audit.run import audit
+    from spark_apps.audit.scheduled import reconcile_or_reuse
 
     started = time.monotonic()
-    run = audit(spark, settings, pipeline)
+    run = reconcile_or_reuse(spark, settings, pipeline).run
     total = time.monotonic() - started
     return {"records": run.snapshot.records, "exact_match": run.success, "seconds": round(total, 2),
             "phases_s": {k: round(v, 2) for k, v in run.seconds.items()},

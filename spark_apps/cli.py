@@ -140,48 +140,27 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.audit import ledger
-    from spark_apps.audit.run import audit, summary_lines
-    from spark_apps.core.paths import report_path
-    from spark_apps.io.spark_session import get_spark
-    from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.serving import state as serving
-    from spark_apps.serving.generations import resolve
+    from spark_apps.serving.scheduled import reconcile
 
     if args.version is not None and args.table is None:
         raise PlatformError("--version needs --table (the stream table whose version to audit)")
     if args.as_of is not None and args.table is not None:
         raise PlatformError("--as-of and --table both choose the stream batch to audit; give one")
-    pipeline = load_pipeline(args.pipeline or settings.pipeline)
-    spark = get_spark(settings, app_name=f"kappa-reconcile-{pipeline.name}")
-    pipeline, generation = resolve(spark, settings, args.pipeline or settings.pipeline)
-    if args.if_due:
-        gold = [pipeline.tables().gold(g.name) for g in pipeline.gold_tables]
-        due, why = serving.audit_due(serving.current_modes(spark, settings, pipeline.name), gold,
-                                     serving.last_audit_at(spark, settings, pipeline, generation), _now(), settings)
-        if not due:
-            print(f"reconcile skipped: {why}")
-            _write_json(args.json, {"skipped": True, "reason": why})
-            return 0
-    recorded = ledger.run_rows(spark, settings, args.run_id) if args.run_id else []
-    reused = bool(recorded)
-    if reused:
-        print(f"reconciliation {args.run_id} is already in the ledger; nothing recomputed")
-    else:
-        only = [name.strip() for name in args.only.split(",")] if args.only else None
-        run = audit(spark, settings, pipeline, generation, table=args.table, version=args.version, only=only,
-                    run_id=args.run_id, as_of=args.as_of)
-        print("\n".join(summary_lines(run)))
-        recorded = ledger.run_rows(spark, settings, run.run_id)
-    result = ledger.run_summary(recorded)
-    result["reused"] = reused
-    result["report"] = str(report_path(settings, pipeline.name, result["run_id"]))
-    if args.serve:
-        decisions = serving.advance(spark, settings, pipeline, result["run_id"])
-        print("\n".join(_serving_line(d) for d in decisions))
-    _write_json(args.json, result)
-    if not result["success"]:
-        print(f"kappa reconcile: stream and batch differ or a quality rule failed; see {result['report']}",
+    spec = args.pipeline or settings.pipeline
+    spark = _spark(settings, "reconcile", spec)
+    only = [name.strip() for name in args.only.split(",")] if args.only else None
+    outcome = reconcile(spark, settings, spec, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
+                        serve=args.serve, table=args.table, version=args.version, only=only)
+    if outcome.reconciliation is None:
+        print(f"reconcile skipped: {outcome.due.reason}")
+        _write_json(args.json, outcome.as_json())
+        return 0
+    print("\n".join(outcome.reconciliation.lines))
+    if outcome.decisions:
+        print("\n".join(_serving_line(d) for d in outcome.decisions))
+    _write_json(args.json, outcome.as_json())
+    if not outcome.reconciliation.success:
+        print(f"kappa reconcile: stream and batch differ or a quality rule failed; see {outcome.reconciliation.report}",
               file=sys.stderr)
         return EXIT_FAILED
     return 0
@@ -200,14 +179,14 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
         decisions = serving.advance(spark, settings, pipeline, args.run_id)
         print("\n".join(_serving_line(d) for d in decisions))
         _write_json(args.json, {"run_id": args.run_id, "pipeline": pipeline.name,
-                                "decisions": [_decision_json(d) for d in decisions]})
+                                "decisions": [d.as_json() for d in decisions]})
         return 0
     if args.action == "fallback":
         if not args.reason:
             raise PlatformError("fallback needs --reason (recorded with the decision)")
         decisions = serving.fall_back(spark, settings, load_pipeline(args.pipeline or settings.pipeline), args.reason)
         print("\n".join(_serving_line(d) for d in decisions) or "no gold table is served yet; nothing to do")
-        _write_json(args.json, {"decisions": [_decision_json(d) for d in decisions]})
+        _write_json(args.json, {"decisions": [d.as_json() for d in decisions]})
         return 0
     decisions = (serving.history(spark, settings, args.table) if args.action == "history"
                  else list(serving.current(spark, settings).values()))
@@ -216,12 +195,11 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
               "first reconciliation runs")
         return 0
     print("\n".join(_serving_line(d, with_run=args.action == "history") for d in decisions))
-    _write_json(args.json, {"decisions": [_decision_json(d) for d in decisions]})
+    _write_json(args.json, {"decisions": [d.as_json() for d in decisions]})
     return 0
 
 
 def _replay(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.io.spark_session import get_spark
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.serving import generations, replay
 
@@ -235,42 +213,27 @@ def _replay(args: argparse.Namespace, settings: Settings) -> int:
         raise PlatformError("--run-id names the reconciliation of start or reconcile")
     if args.action == "rollback" and not args.reason:
         raise PlatformError("rollback needs --reason (recorded with the serving decisions)")
-    spark = get_spark(settings, app_name=f"kappa-replay-{pipeline.name}")
-    result: dict = {"pipeline": pipeline.name}
-    generation = args.generation
-    if args.action in ("start", "build"):
-        built = replay.build(spark, settings, pipeline, spec, generation, args.reason or "")
-        generation = built.generation
-        print(f"replay {pipeline.name}: generation {generation} streamed from offset 0 until caught up: "
+    spark = _spark(settings, "replay", spec)
+    outcome = replay.run_action(spark, settings, pipeline, spec, args.action, args.generation, run_id=args.run_id,
+                                reason=args.reason or "", swap_after=args.swap)
+    if outcome.built is not None:
+        built = outcome.built
+        print(f"replay {pipeline.name}: generation {built.generation} streamed from offset 0 until caught up: "
               f"{built.batches} micro-batches, {built.records:,} records; checkpoint {built.checkpoint}")
-        result.update(generation=generation, batches=built.batches, records=built.records)
-    if args.action in ("start", "reconcile"):
-        outcome = replay.reconcile(spark, settings, pipeline, generation, args.run_id)
-        generation = outcome["generation"]
-        result.update(outcome)
-        print(f"replay {pipeline.name}: generation {generation} {outcome['status']} by run {outcome['run_id']}; "
-              f"report {outcome['report']}")
-        if not outcome["success"]:
-            _write_json(args.json, result)
-            print(f"kappa replay: generation {generation} differs from the batch; serving is unchanged; see "
-                  f"{outcome['report']}", file=sys.stderr)
-            return EXIT_FAILED
-    if args.action == "swap" or args.swap:
-        decisions = replay.swap(spark, settings, pipeline, generation, args.reason or "")
-        result.update(swapped=True, decisions=[_decision_json(d) for d in decisions])
-        print("\n".join(_serving_line(d) for d in decisions))
-    if args.action == "rollback":
-        decisions = replay.rollback(spark, settings, pipeline, args.reason)
-        result.update(rolled_back=True, decisions=[_decision_json(d) for d in decisions])
-        print("\n".join(_serving_line(d) for d in decisions))
-    events = generations.read(spark, settings, pipeline.name)
-    result.update(active=generations.active_generation(events),
-                  generations=[{"generation": e.generation, "status": e.status, "run_id": e.run_id,
-                                "pipeline_spec": e.pipeline_spec, "previous_generation": e.previous_generation}
-                               for e in generations.latest(events).values()])
+    if outcome.reconciled is not None:
+        reconciled = outcome.reconciled
+        print(f"replay {pipeline.name}: generation {outcome.generation} {reconciled['status']} by run "
+              f"{reconciled['run_id']}; report {reconciled['report']}")
+    if outcome.failed:
+        _write_json(args.json, outcome.as_json())
+        print(f"kappa replay: generation {outcome.generation} differs from the batch; serving is unchanged; see "
+              f"{outcome.reconciled['report']}", file=sys.stderr)
+        return EXIT_FAILED
+    if outcome.decisions:
+        print("\n".join(_serving_line(d) for d in outcome.decisions))
     if args.action == "status":
-        print("\n".join(replay.status_lines(events)))
-    _write_json(args.json, result)
+        print("\n".join(outcome.status_lines()))
+    _write_json(args.json, outcome.as_json())
     return 0
 
 
@@ -281,11 +244,12 @@ def _serving_line(decision, with_run: bool = True) -> str:
     return f"{decision.view:32s} {change:18s} reads {decision.source_table}{pinned};{run} {decision.reason}"
 
 
-def _decision_json(decision) -> dict:
-    return {"table": decision.table, "view": decision.view, "mode": decision.mode,
-            "previous_mode": decision.previous_mode, "changed": decision.changed, "reason": decision.reason,
-            "run_id": decision.run_id, "evidence_run_ids": list(decision.evidence),
-            "source_table": decision.source_table, "source_version": decision.source_version}
+def _spark(settings: Settings, command: str, spec: str | None = None):
+    """The command's Spark session, named after the pipeline (loaded first: an unknown one fails before Spark)."""
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.pipeline.declaration import load_pipeline
+
+    return get_spark(settings, app_name=f"kappa-{command}" + (f"-{load_pipeline(spec).name}" if spec else ""))
 
 
 def _write_json(path: str | None, payload: dict) -> None:
@@ -295,12 +259,6 @@ def _write_json(path: str | None, payload: dict) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(payload, indent=2, default=str))
-
-
-def _now():
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC)
 
 
 def _alerts(args: argparse.Namespace, settings: Settings) -> int:
@@ -313,13 +271,13 @@ def _alerts(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _maintain(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.io.spark_session import get_spark
     from spark_apps.ops.maintenance import maintain, summary_lines
     from spark_apps.pipeline.declaration import load_pipeline
 
-    pipeline = load_pipeline(args.pipeline or settings.pipeline)
-    spark = get_spark(settings, app_name=f"kappa-maintain-{pipeline.name}")
-    report = maintain(spark, settings, pipeline, optimize=args.optimize, vacuum=args.vacuum)
+    spec = args.pipeline or settings.pipeline
+    pipeline = load_pipeline(spec)
+    report = maintain(_spark(settings, "maintain", spec), settings, pipeline, optimize=args.optimize,
+                      vacuum=args.vacuum)
     print("\n".join(summary_lines(report)))
     if not report.ok:
         print("kappa maintain: a table or a check failed; on-call has been alerted (docs/runbook.md)", file=sys.stderr)
@@ -328,17 +286,16 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _dbt(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.io.spark_session import get_spark
     from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, run_dbt
+    from spark_apps.serving.dbt_runner import DbtRefused, command_args, run_action
 
-    pipeline = load_pipeline(args.pipeline or settings.pipeline)
-    spark = get_spark(settings, app_name=f"kappa-dbt-{pipeline.name}")
-    dbt_args = [*COMMANDS[args.action], *(["--select", args.select] if args.select else [])]
+    spec = args.pipeline or settings.pipeline
+    spark = _spark(settings, "dbt", spec)
     try:
-        outcome = run_dbt(spark, settings, pipeline, dbt_args)
+        outcome = run_action(spark, settings, load_pipeline(spec), args.action, args.select)
     except DbtRefused as refused:
-        _write_json(args.json, {"command": " ".join(dbt_args), "success": False, "refused": str(refused)})
+        _write_json(args.json, {"command": " ".join(command_args(args.action, args.select)), "success": False,
+                                "refused": str(refused)})
         raise
     for view, source in outcome.served.items():
         print(f"{view} read from {source}")

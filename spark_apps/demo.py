@@ -31,7 +31,6 @@ def _compare_with_manifest(spark, tables, manifest) -> None:
 
 def run_demo(settings: Settings) -> int:
     from spark_apps.audit.report import write_report
-    from spark_apps.audit.run import audit, summary_lines
     from spark_apps.core.paths import dbt_docs_index, heartbeat_path
     from spark_apps.io.catalog import table_path
     from spark_apps.io.lineage import position_at
@@ -41,8 +40,9 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
-    from spark_apps.serving import state as serving
-    from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
+    from spark_apps.serving.dbt_runner import run_action
+    from spark_apps.serving.generations import resolve
+    from spark_apps.serving.scheduled import reconcile
     from spark_apps.stream.job import StreamJob
 
     _step(f"starting the embedded Kafka broker (KRaft) on {settings.kafka_bootstrap_servers}")
@@ -63,7 +63,8 @@ def run_demo(settings: Settings) -> int:
 
     _step("running the Kappa stream until it has caught up with the log")
     spark = get_spark(settings, app_name="kappa-demo")
-    job = StreamJob(spark, settings, pipeline)
+    pipeline, generation = resolve(spark, settings, settings.pipeline)
+    job = StreamJob(spark, settings, pipeline, generation)
     stats = job.run(until_caught_up=True, heartbeat=heartbeat_path(settings, pipeline.name))
     for batch in stats:
         print(f"batch {batch.batch_id}: {batch.records:,} records ({batch.dead_letters:,} dead letters) "
@@ -85,25 +86,26 @@ def run_demo(settings: Settings) -> int:
     spark.table(tables.gold(pipeline.gold_tables[0].name)).orderBy("net_cents", ascending=False).show(5)
 
     _step("Lambda audit: recompute every table from Kafka [start, O) and reconcile it with the stream")
-    run = audit(spark, settings, pipeline)
-    print("\n".join(summary_lines(run)))
+    reconciled = reconcile(spark, settings, settings.pipeline, serve=True)
+    run = reconciled.reconciliation
+    print("\n".join(run.lines))
     print(f"\nVerdict: {'the stream equals the batch, exactly' if run.success else 'MISMATCH, see the report'}")
 
     _step("serving: which copy of each gold table readers get (kappa after "
           f"{settings.serving_exact_runs} exact audits over {settings.serving_min_span_s}s)")
-    for decision in serving.advance(spark, settings, pipeline, run.run_id):
+    for decision in reconciled.decisions:
         print(f"{decision.view}: {decision.mode} -> {decision.source_table}; {decision.reason}")
 
     _step("dbt build: staging views, Delta marts, their data tests and unit tests over the serving views")
-    built = run_dbt(spark, settings, pipeline, COMMANDS["build"])
+    built = run_action(spark, settings, pipeline, "build")
     print(f"dbt build: {'ok' if built.success else 'FAILED'} "
           f"({', '.join(f'{n} {status}' for status, n in sorted(built.counts().items()))})")
     for view, source in built.served.items():
         print(f"{view} read from {source}")
     if built.success:
         spark.table("marts.merchant_daily_revenue").orderBy("net_cents", ascending=False).show(5, truncate=False)
-    documented = run_dbt(spark, settings, pipeline, COMMANDS["docs"])
-    report = write_report(settings, run)
+    documented = run_action(spark, settings, pipeline, "docs")
+    report = write_report(settings, run.run)  # again, now that it can link the dbt docs
     print(f"\nreconciliation report: {report}")
     if documented.success:
         print(f"dbt docs (linked from the report): {dbt_docs_index(settings)}")

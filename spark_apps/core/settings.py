@@ -290,8 +290,6 @@ FIELD_DOCS: dict[str, str] = {
     "cluster_spark_ui_port": "Web UI port of the local cluster's Spark master.",
     "cluster_spark_workers": "Spark workers of the local cluster, one core each.",
     "allowed_lateness_s": "Late: the broker appended the event more than this many seconds after its event time.",
-    "window_s": "Event-time window of gold.merchant_revenue, in seconds.",
-    "session_gap_s": "Largest gap between two events of one customer session (gold.customer_sessions), in seconds.",
     "max_offsets_per_trigger": "Most log records one micro-batch reads.",
     "trigger_interval_s": "Processing-time trigger of `kappa stream --continuous`, in seconds.",
     "pipeline": "The pipeline the commands use: an entry-point name of group kappa.pipelines, or module:attribute.",

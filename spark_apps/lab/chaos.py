@@ -37,7 +37,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -49,12 +48,14 @@ from pathlib import Path
 from typing import Any
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summary_line
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
+from spark_apps.services.processes import free_port
 from spark_apps.stream.faults import STAGES
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ class Lab:
 
     @property
     def checkpoint(self) -> Path:
-        return self.settings.checkpoint_root / self.pipeline.name
+        return checkpoint_path(self.settings, self.pipeline.name, self.pipeline.table_prefix)
 
     @property
     def records(self) -> int:
@@ -439,7 +440,7 @@ def stop_when_caught_up(lab: Lab, process: StreamProcess) -> None:
 def table_versions(lab: Lab) -> dict[str, int]:
     """The latest Delta version of each stream table, from its log folder (no Spark)."""
     versions = {}
-    for table in _stream_tables(lab.pipeline):
+    for table in lab.pipeline.stream_table_names():
         commits = (table_path(lab.settings, table) / "_delta_log").glob("*.json")
         versions[table] = max((int(p.stem) for p in commits), default=-1)
     return versions
@@ -454,12 +455,6 @@ def batches_in_table(lab: Lab, table: str) -> set[int]:
             if info.get("userMetadata"):
                 batches.add(json.loads(info["userMetadata"])["batch_id"])
     return batches
-
-
-def _stream_tables(pipeline: Pipeline) -> list[str]:
-    t = pipeline.tables()
-    return [t.bronze, t.dead_letters, t.candidates, t.events, t.duplicates, t.late_events,
-            *[t.gold(g.name) for g in pipeline.gold_tables], t.commits]
 
 
 @dataclass(frozen=True)
@@ -581,7 +576,7 @@ def disk_full(lab: Lab, plan: ChaosPlan) -> None:
     commits = lab.pipeline.tables().commits
     if batch in batches_in_table(lab, commits) or batch in lab.committed():
         raise ScenarioFailed(f"batch {batch} was published although a write of it failed")
-    holding = [t for t in _stream_tables(lab.pipeline) if batch in batches_in_table(lab, t)]
+    holding = [t for t in lab.pipeline.stream_table_names() if batch in batches_in_table(lab, t)]
     lab.note(f"batch {batch} reached {', '.join(holding) or 'no table'} (each commit whole); it is neither in "
              f"{commits} nor in Spark's commit log, so readers (auditor, serving) still align on batch {batch - 1}")
     catch_up(lab)
@@ -691,12 +686,6 @@ def _max_offsets(name: str, plan: ChaosPlan) -> int:
     return max(50, plan.events // 10) if many else max(100, plan.events // 2)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
     """Start a broker of its own (free ports, under ``chaos_dir``) and a Spark session, run every scenario of the
     plan in its own lab, write ``results.json`` and ``report.html``. Labs of passed scenarios are deleted at the
@@ -709,11 +698,11 @@ def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
     root = settings.chaos_dir
     root.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(root / "logs", ignore_errors=True)
-    port = _free_port()
+    port = free_port()
     base = settings.with_overrides(
         home=root / "session", chaos_dir=root, spark_jars_dir=settings.spark_jars_dir,
         kafka_jars_dir=settings.kafka_jars_dir, kafka_data_dir=root / "broker", kafka_port=port,
-        kafka_controller_port=_free_port(), kafka_bootstrap_servers=f"{settings.kafka_host}:{port}")
+        kafka_controller_port=free_port(), kafka_bootstrap_servers=f"{settings.kafka_host}:{port}")
     shutil.rmtree(base.kafka_data_dir, ignore_errors=True)
     broker = EmbeddedBroker(base, stop_with_parent=True)
     log.info("chaos: starting a broker of its own on %s", broker.bootstrap_servers)

@@ -117,6 +117,18 @@ def check_sources(spark, settings: Settings, pipeline: Pipeline) -> dict[str, st
     return {gold_views[t]: serving.served_from(d) for t, d in sorted(decisions.items()) if t in gold_views}
 
 
+def command_args(action: str, select: str | None = None) -> list[str]:
+    """The dbt arguments of ``kappa dbt <action> [--select ...]``."""
+    if action not in COMMANDS:
+        raise PlatformError(f"unknown dbt action {action!r}; one of {', '.join(COMMANDS)}")
+    return [*COMMANDS[action], *(["--select", select] if select else [])]
+
+
+def run_action(spark, settings: Settings, pipeline: Pipeline, action: str, select: str | None = None) -> DbtOutcome:
+    """:func:`run_dbt` of one of the platform's dbt actions (``build``, ``freshness``, ``docs`` ...)."""
+    return run_dbt(spark, settings, pipeline, command_args(action, select))
+
+
 def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) -> DbtOutcome:
     """Run one dbt command (``build``, ``test``, ``source freshness``, ``docs generate`` ...) on ``spark``.
 

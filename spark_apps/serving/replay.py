@@ -48,6 +48,7 @@ from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 
 log = logging.getLogger(__name__)
 REPLAY_RUN_PREFIX = "replay."
+ACTIONS = ("start", "build", "reconcile", "swap", "rollback", "status")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,51 @@ class Build:
     checkpoint: Path
     batches: int
     records: int
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """What one ``kappa replay <action>`` did, in the order it did it (see :func:`run_action`).
+
+    ``reconciled``: :func:`reconcile`'s outcome; ``decisions``: the serving decisions of a swap or rollback;
+    ``events``: the generations afterwards (not read when the reconciliation failed and the run stopped there).
+    """
+
+    pipeline: str
+    action: str
+    generation: str | None
+    built: Build | None = None
+    reconciled: dict | None = None
+    decisions: tuple[Decision, ...] = ()
+    swapped: bool = False
+    rolled_back: bool = False
+    events: tuple[GenerationEvent, ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        """The new generation differs from the batch: serving is unchanged, the run stopped after reconciling."""
+        return self.reconciled is not None and not self.reconciled["success"]
+
+    def status_lines(self) -> list[str]:
+        return status_lines(list(self.events))
+
+    def as_json(self) -> dict:
+        result: dict = {"pipeline": self.pipeline}
+        if self.built is not None:
+            result.update(generation=self.built.generation, batches=self.built.batches, records=self.built.records)
+        if self.reconciled is not None:
+            result.update(self.reconciled)
+        if self.swapped:
+            result.update(swapped=True, decisions=[d.as_json() for d in self.decisions])
+        if self.rolled_back:
+            result.update(rolled_back=True, decisions=[d.as_json() for d in self.decisions])
+        if not self.failed:
+            events = list(self.events)
+            result.update(active=generations.active_generation(events),
+                          generations=[{"generation": e.generation, "status": e.status, "run_id": e.run_id,
+                                        "pipeline_spec": e.pipeline_spec, "previous_generation": e.previous_generation}
+                                       for e in generations.latest(events).values()])
+        return result
 
 
 # ---- pure ------------------------------------------------------------------------------------------------------
@@ -136,6 +182,35 @@ def status_lines(events: list[GenerationEvent]) -> list[str]:
 
 # ---- I/O ------------------------------------------------------------------------------------------------------
 
+def run_action(spark, settings: Settings, pipeline: Pipeline, spec: str, action: str, generation: str | None = None,
+               *, run_id: str | None = None, reason: str = "", swap_after: bool = False) -> ReplayOutcome:
+    """One replay action, its steps in their order: ``start`` = build, reconcile, then swap (``swap_after``) only
+    when the reconciliation is exact; ``build``, ``reconcile``, ``swap``, ``rollback`` alone; ``status`` none.
+
+    A failed reconciliation stops the run there (serving is unchanged; :attr:`ReplayOutcome.failed`).
+    """
+    if action not in ACTIONS:
+        raise ReplayRefused(f"unknown replay action {action!r}; one of {', '.join(ACTIONS)}")
+    built = reconciled = None
+    decisions: list[Decision] = []
+    if action in ("start", "build"):
+        built = build(spark, settings, pipeline, spec, generation, reason)
+        generation = built.generation
+    if action in ("start", "reconcile"):
+        reconciled = reconcile(spark, settings, pipeline, generation, run_id)
+        generation = reconciled["generation"]
+        if not reconciled["success"]:
+            return ReplayOutcome(pipeline.name, action, generation, built, reconciled)
+    swapped = action == "swap" or (action == "start" and swap_after)
+    if swapped:
+        decisions = swap(spark, settings, pipeline, generation, reason)
+    if action == "rollback":
+        decisions = rollback(spark, settings, pipeline, reason)
+    events = generations.read(spark, settings, pipeline.name)
+    return ReplayOutcome(pipeline.name, action, generation, built, reconciled, tuple(decisions), swapped,
+                         action == "rollback", tuple(events))
+
+
 def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generation: str | None = None,
           reason: str = "") -> Build:
     """Stream a new generation from offset 0 until caught up (or resume an interrupted build), beside the active one."""
@@ -163,7 +238,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
 
     A ``run_id`` already in the ledger is reused, not recomputed. A failed reconciliation alerts; serving is untouched.
     """
-    from spark_apps.audit.run import audit, summary_lines
+    from spark_apps.audit.scheduled import reconcile_or_reuse
 
     events = generations.read(spark, settings, pipeline.name)
     name = generation if generation is not None else generations.awaiting(
@@ -171,15 +246,12 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
     event = generations.check_status(events, name, (BUILT, RECONCILED, FAILED), "reconcile")
     pipeline = _code_of(events, name, pipeline)
     run_id = run_id or replay_run_id(name, dt.datetime.now(dt.UTC))
-    rows = ledger.run_rows(spark, settings, run_id)
-    if not rows:
-        run = audit(spark, settings, pipeline, generation=name, run_id=run_id)
-        log.info("%s", "\n".join(summary_lines(run)))
-        rows = ledger.run_rows(spark, settings, run_id)
+    reconciliation = reconcile_or_reuse(spark, settings, pipeline, name, run_id=run_id)
+    log.info("%s", "\n".join(reconciliation.lines))
+    result = reconciliation.summary
     gold = {pipeline.tables(name).gold(g.name) for g in pipeline.gold_tables}
-    if not gold <= {r["stream_table"] for r in rows}:
+    if not gold <= {t["stream_table"] for t in result["tables"]}:
         raise ReplayRefused(f"run {run_id} in the ledger did not reconcile generation {name}'s gold tables")
-    result = ledger.run_summary(rows)
     status = RECONCILED if result["success"] else FAILED
     if (event.status, event.run_id) != (status, run_id):
         generations.record(spark, settings, [GenerationEvent(pipeline.name, name, status, event.pipeline_spec,
@@ -187,8 +259,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
                                                              code_version=event.code_version)])
     if not result["success"]:
         _alert_failed(spark, settings, pipeline, name, result)
-    return {**result, "generation": name, "status": status,
-            "report": str(report_path(settings, pipeline.name, run_id))}
+    return {**result, "generation": name, "status": status, "report": str(reconciliation.report)}
 
 
 def swap(spark, settings: Settings, pipeline: Pipeline, generation: str | None = None,

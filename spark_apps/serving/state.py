@@ -66,6 +66,13 @@ class Decision:
     def view(self) -> str:
         return serving_view(self.table)
 
+    def as_json(self) -> dict:
+        """A decision as ``--json`` outputs and Airflow's Asset events carry it."""
+        return {"table": self.table, "view": self.view, "mode": self.mode, "previous_mode": self.previous_mode,
+                "changed": self.changed, "reason": self.reason, "run_id": self.run_id,
+                "evidence_run_ids": list(self.evidence), "source_table": self.source_table,
+                "source_version": self.source_version}
+
 
 def serving_view(table: str) -> str:
     """``gold.merchant_revenue`` is served as ``serving.merchant_revenue``."""
@@ -297,9 +304,11 @@ def history(spark, settings: Settings, table: str | None = None) -> list[Decisio
     return [d for d in _decisions(spark, settings) if table is None or d.table == table]
 
 
-def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> dt.datetime | None:
-    """When the newest reconciliation of the generation's gold tables started, or None before the first (a replay's
-    run audits another generation and does not make this one's audit less due)."""
+def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
+                  at_or_before: dt.datetime | None = None) -> dt.datetime | None:
+    """When the newest reconciliation of the generation's gold tables started (at or before ``at_or_before``, when
+    given), or None before the first (a replay's run audits another generation and does not make this one's audit
+    less due)."""
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
@@ -307,7 +316,8 @@ def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str
         return None
     gold = [pipeline.tables(generation).gold(g.name) for g in pipeline.gold_tables]
     return (spark.read.format("delta").load(str(path))
-            .where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold))
+            .where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold)
+                   & (F.lit(True) if at_or_before is None else F.col("started_at") <= F.lit(at_or_before)))
             .agg(F.max("started_at")).first()[0])
 
 
@@ -332,16 +342,3 @@ def served_from(decision: Decision) -> str:
     """What a serving view reads, as models downstream report it: ``batch.x@v7`` (pinned) or ``gold.x``."""
     pinned = f"@v{decision.source_version}" if decision.source_version is not None else ""
     return f"{decision.source_table}{pinned}"
-
-
-def audit_due(modes: dict[str, str], gold_tables: list[str], last_run_at: dt.datetime | None,
-              now: dt.datetime, settings: Settings) -> tuple[bool, str]:
-    """Whether the batch should audit now: always while any table serves lambda, else every ``kappa_audit_every_s``."""
-    lambda_tables = [t for t in gold_tables if modes.get(t, LAMBDA) == LAMBDA]
-    if lambda_tables or last_run_at is None:
-        return True, f"{', '.join(lambda_tables) or 'no table'} served from the batch snapshot; audit every run"
-    age = now.timestamp() - last_run_at.timestamp()  # naive times from Spark are local, and .timestamp() knows it
-    if age >= settings.kappa_audit_every_s:
-        return True, f"every gold table serves the stream; the last audit is {age:.0f}s old, audit now"
-    return False, (f"every gold table serves the stream; the last audit is {age:.0f}s old, the next is due after "
-                   f"{settings.kappa_audit_every_s}s")

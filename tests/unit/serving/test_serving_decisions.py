@@ -3,7 +3,7 @@
 import datetime as dt
 
 from spark_apps.core.settings import Settings
-from spark_apps.serving.state import KAPPA, LAMBDA, RunEvidence, audit_due, decide, serving_view
+from spark_apps.serving.state import KAPPA, LAMBDA, RunEvidence, decide, serving_view
 
 T0 = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.UTC)
 TABLE = "gold.order_status"
@@ -66,15 +66,3 @@ def test_an_exact_run_keeps_kappa():
 
 def test_serving_views_drop_the_layer_prefix():
     assert serving_view("gold.merchant_revenue") == "serving.merchant_revenue"
-
-
-def test_the_batch_audits_every_run_while_any_table_serves_lambda():
-    due, why = audit_due({"gold.a": KAPPA}, ["gold.a", "gold.b"], T0, T0, settings())
-    assert due and "gold.b" in why
-
-
-def test_the_batch_audits_less_often_once_every_table_serves_the_stream():
-    modes = {"gold.a": KAPPA, "gold.b": KAPPA}
-    s = Settings(kappa_audit_every_s=6 * 3600)
-    assert audit_due(modes, ["gold.a", "gold.b"], T0, T0 + dt.timedelta(hours=1), s)[0] is False
-    assert audit_due(modes, ["gold.a", "gold.b"], T0, T0 + dt.timedelta(hours=6), s)[0] is True
