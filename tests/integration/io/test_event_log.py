@@ -1,6 +1,7 @@
 """The replayable log: the generator's manifest matches what the broker stored."""
 
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,8 @@ from kafka import KafkaConsumer, TopicPartition
 
 from spark_apps.io.producer import produce
 from spark_apps.io.topics import partition_offsets
-from spark_apps.marketplace.generator import GeneratorConfig, Manifest, generate
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from tests.support.expected import event_time
 
 pytestmark = pytest.mark.integration
@@ -30,16 +32,15 @@ def read_log(settings, topic):
 
 
 def test_manifest_agrees_with_the_records_read_back_from_the_broker(kafka_broker, topic, settings, tmp_path):
-    config = GeneratorConfig(seed=11, total_events=4000, base_time_ms=int(time.time()) * 1000,
-                             allowed_lateness_s=settings.allowed_lateness_s, late_rate=0.03,
-                             malformed_rate=0.03, duplicate_rate=0.03, conflict_rate=0.01)
-    result = produce(settings.with_overrides(events_topic=topic), config, topic=topic,
+    request = GeneratorRequest(seed=11, events=4000, base_time_ms=int(time.time()) * 1000,
+                               allowed_lateness_s=settings.allowed_lateness_s, hard_cases=True)
+    result = produce(settings.with_overrides(events_topic=topic), PIPELINE, request, topic=topic,
                      manifest_path=tmp_path / "manifest.json", show_progress=False)
     manifest = Manifest.from_json(tmp_path / "manifest.json")
     assert result.sent == manifest.total_records == 4000
 
     log = read_log(settings, topic)
-    generated = {r.seq: r for r in generate(config)}
+    generated = {r.seq: r for r in PIPELINE.generator(request)}
     assert Counter((r.key, r.value) for r in log) == Counter((g.key, g.value) for g in generated.values())
 
     by_value = {}
@@ -80,9 +81,8 @@ def test_a_killed_producer_rerun_with_the_same_seed_only_repeats_its_prefix(kafk
     assert finished.returncode == 0, finished.stderr
     assert "produced 3,000 records" in finished.stdout
 
-    config = GeneratorConfig(seed=5, total_events=3000, base_time_ms=base,
-                             allowed_lateness_s=settings.allowed_lateness_s)
-    expected = Counter((g.key, g.value) for g in generate(config))
+    request = GeneratorRequest(seed=5, events=3000, base_time_ms=base, allowed_lateness_s=settings.allowed_lateness_s)
+    expected = Counter((g.key, g.value) for g in PIPELINE.generator(request))
     stored = Counter((r.key, r.value) for r in read_log(settings, topic))
     prefix = Counter((r.key, r.value) for r in first_run)
     assert stored == expected + prefix, "the log holds one full run plus exactly the killed run's prefix"
@@ -95,3 +95,24 @@ def test_producer_reports_an_unreachable_broker_in_one_line(settings):
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "cannot reach Kafka at 127.0.0.1:1" in done.stderr
+
+
+def test_produce_file_lands_every_event_of_a_json_lines_file_in_the_topic_keyed_by_entity(kafka_broker, topic,
+                                                                                          settings, tmp_path):
+    events = [{"event_id": f"f{n}", "event_type": "order_placed", "event_time": "2026-11-21T19:22:03.123Z",
+               "schema_version": 1, "order_id": f"o{n % 7}", "customer_id": "c1", "merchant_id": "m1",
+               "amount_cents": 100 + n, "currency": "EUR", "item_count": 1} for n in range(40)]
+    lines = [json.dumps(event, separators=(",", ":")) for event in events]
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+           "KAPPA_HOME": str(settings.home)}
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--file", str(path), "--topic", topic],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"produced 40 records to {topic}" in done.stdout and f"from {path}" in done.stdout
+
+    assert sum(end for _, end in partition_offsets(settings, topic).values()) == 40, "acks=all: all are in the log"
+    stored = Counter((r.key, r.value) for r in read_log(settings, topic))
+    assert stored == Counter((event["order_id"].encode(), line.encode()) for event, line in zip(events, lines,
+                                                                                                  strict=True))
