@@ -50,6 +50,7 @@ from typing import Any
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.settings import Settings
+from spark_apps.core.waiting import poll, wait_for
 from spark_apps.io import lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summary_line
@@ -371,14 +372,6 @@ class Feeder:
             raise ScenarioFailed(f"the producer failed: {self.error}")
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float, every_s: float = 0.5) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise ScenarioFailed(f"gave up after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(every_s)
-
-
 # ---- building blocks ----------------------------------------------------------------------------------------------
 
 
@@ -394,9 +387,7 @@ def kill_at_random_moment(lab: Lab, process: StreamProcess | None = None) -> Non
     wait_for(lambda: len(lab.committed()) >= start + batches or not process.alive() or lab.caught_up(),
              f"{process.label} to commit {batches} micro-batches", RUN_TIMEOUT_S, 1.0)
     process.learn_batch_time()
-    deadline = time.monotonic() + lab.rng.uniform(0.0, 1.5 * lab.batch_estimate_s())
-    while time.monotonic() < deadline and process.alive():
-        time.sleep(0.1)
+    poll(lambda: not process.alive(), lab.rng.uniform(0.0, 1.5 * lab.batch_estimate_s()), every_s=0.1)
     if not process.alive():
         raise ScenarioFailed(f"{process.label} exited with {process.popen.returncode} before its kill: "
                              f"{process.error()}")

@@ -25,6 +25,7 @@ from pathlib import Path
 from spark_apps.alerts.dispatch import Alert, dispatch, runbook
 from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings
+from spark_apps.core.waiting import poll
 from spark_apps.io.topics import partition_offsets
 from spark_apps.services.processes import cmdline
 
@@ -245,12 +246,7 @@ def stop_stream(settings: Settings, timeout_s: float = STOP_TIMEOUT_S) -> bool:
 
 
 def _wait_gone(pid: int, pipeline: str, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while is_stream_command(cmdline(pid), pipeline):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.2)
-    return True
+    return bool(poll(lambda: not is_stream_command(cmdline(pid), pipeline), timeout_s, every_s=0.2))
 
 
 def log_end_offsets(settings: Settings, topic: str | None = None) -> dict[int, int]:

@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
+from spark_apps.core.waiting import poll
 from spark_apps.services.airflow_env import ADMIN_USER, airflow_environment
 from spark_apps.services.processes import cmdline, group_members, port_in_use
 
@@ -115,15 +115,17 @@ def _launch(settings: Settings) -> None:
 
 
 def _wait_until_healthy(settings: Settings) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
     last = None
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
+        nonlocal last
         if running_group(settings) is None:
             raise AirflowError(f"Airflow exited while starting; see {log_file(settings)}")
         last = health(settings) or last
-        if last is not None and is_healthy(last):
-            return
-        time.sleep(1)
+        return last is not None and is_healthy(last)
+
+    if poll(healthy, START_TIMEOUT_S, every_s=1):
+        return
     raise AirflowError(f"Airflow was not healthy at {url(settings)} within {START_TIMEOUT_S:.0f}s "
                        f"({json.dumps(last) if last else 'no answer'}); see {log_file(settings)}")
 
@@ -165,10 +167,7 @@ def stop(settings: Settings) -> bool:
             os.killpg(group, sig)
         except ProcessLookupError:
             break
-        deadline = time.monotonic() + patience
-        while group_members(group) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if not group_members(group):
+        if poll(lambda: not group_members(group), patience, every_s=0.2):
             break
     pid_file(settings).unlink(missing_ok=True)
     return True

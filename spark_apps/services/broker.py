@@ -13,17 +13,19 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import PROJECT_ROOT, Settings
+from spark_apps.core.waiting import poll, wait_for
 from spark_apps.services.processes import port_in_use, process_alive, runs_with_argument
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "kafka" / "log4j2.properties"
 STOP_TIMEOUT_S = 30.0
+# After SIGKILL the kernel only has to reap the process; longer means something is badly wrong.
+KILLED_EXIT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -262,19 +264,24 @@ class EmbeddedBroker:
 
     def wait_until_ready(self, process: subprocess.Popen | None = None) -> None:
         """Wait until the broker serves metadata requests, or fail with the log's last words."""
-        deadline = time.monotonic() + self.settings.kafka_start_timeout_s
         last_error = "no answer"
-        while time.monotonic() < deadline:
+
+        def answers() -> bool:
+            nonlocal last_error
             if process is not None and process.poll() is not None:
                 raise BrokerError(f"the broker exited with code {process.returncode} while starting; "
                                   f"see {self.paths.log_dir / 'server.log'}")
-            if port_in_use(self.node.host, self.node.port):
-                try:
-                    _describe_cluster(self.bootstrap_servers)
-                    return
-                except Exception as exc:  # noqa: BLE001 - retried until the deadline
-                    last_error = str(exc) or type(exc).__name__
-            time.sleep(0.25)
+            if not port_in_use(self.node.host, self.node.port):
+                return False
+            try:
+                _describe_cluster(self.bootstrap_servers)
+                return True
+            except Exception as exc:  # noqa: BLE001 - retried until the deadline
+                last_error = str(exc) or type(exc).__name__
+                return False
+
+        if poll(answers, self.settings.kafka_start_timeout_s, every_s=0.25):
+            return
         raise BrokerError(f"the broker did not answer on {self.bootstrap_servers} within "
                           f"{self.settings.kafka_start_timeout_s:.0f}s ({last_error}); "
                           f"see {self.paths.log_dir / 'server.log'}")
@@ -292,13 +299,9 @@ class EmbeddedBroker:
 def stop_process(pid: int, timeout_s: float) -> None:
     """SIGTERM, then SIGKILL if it is still alive after ``timeout_s``; returns once it is gone."""
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process_alive(pid):
-        time.sleep(0.2)
-    if process_alive(pid):
+    if not poll(lambda: not process_alive(pid), timeout_s, every_s=0.2):
         os.kill(pid, signal.SIGKILL)
-        while process_alive(pid):
-            time.sleep(0.1)
+        wait_for(lambda: not process_alive(pid), f"process {pid} to exit after SIGKILL", KILLED_EXIT_TIMEOUT_S, 0.1)
 
 
 def terminate_with_parent() -> None:

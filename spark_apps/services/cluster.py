@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from typing import Any
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import ENV_PREFIX, Settings
+from spark_apps.core.waiting import poll
 from spark_apps.services.broker import (
     STOP_TIMEOUT_S,
     EmbeddedBroker,
@@ -329,14 +329,14 @@ def _start_spark(settings: Settings, stop_with_parent: bool) -> None:
 
 
 def _wait(ready, process: subprocess.Popen | None, daemon: SparkDaemon) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while not ready():
+    def started() -> bool:
         if process is not None and process.poll() is not None:
             raise ClusterError(f"the {daemon.name} exited with code {process.returncode} while starting; "
                                f"see {daemon.log_file}")
-        if time.monotonic() > deadline:
-            raise ClusterError(f"the {daemon.name} was not ready within {START_TIMEOUT_S:.0f}s; see {daemon.log_file}")
-        time.sleep(0.5)
+        return ready()
+
+    if not poll(started, START_TIMEOUT_S, every_s=0.5):
+        raise ClusterError(f"the {daemon.name} was not ready within {START_TIMEOUT_S:.0f}s; see {daemon.log_file}")
 
 
 def _write_env(settings: Settings) -> None:

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from spark_apps.core.waiting import wait_for
 from spark_apps.io.topics import admin_client, topic_configs
-from spark_apps.lab.chaos import Feeder, new_lab, stop_when_caught_up, verify, wait_for
+from spark_apps.lab.chaos import Feeder, new_lab, stop_when_caught_up, verify
 from spark_apps.lab.checker import summary_line
 from spark_apps.services import cluster
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -14,6 +13,7 @@ from spark_apps.audit.recompute import RetentionError, align, check_retention, r
 from spark_apps.audit.run import audit
 from spark_apps.cli import main
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.waiting import poll
 from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.io.topics import partition_offsets
@@ -220,11 +220,13 @@ def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, set
     with admin_client(local) as admin:  # someone shortens retention outside the platform
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
                                             configs={"retention.ms": "200", "segment.ms": "200"})])
-    deadline = time.monotonic() + 90
-    while partition_offsets(local, topic)[0][0] == 0 and time.monotonic() < deadline:
+
+    def expired() -> bool:
         producer.send(topic, key=b"k", value=b"{}")  # a new record rolls the expired segment
         producer.flush()
-        time.sleep(2)
+        return partition_offsets(local, topic)[0][0] > 0
+
+    poll(expired, timeout_s=90, every_s=2)
     producer.close()
     earliest = partition_offsets(local, topic)[0][0]
     assert earliest > 0, "the broker expired the old segment"

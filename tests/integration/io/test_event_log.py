@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from spark_apps.core.waiting import wait_for
 from spark_apps.io.producer import produce
 from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
@@ -29,6 +30,10 @@ def read_log(settings, topic):
     records = list(consumer)
     consumer.close()
     return records
+
+
+def log_size(settings, topic) -> int:
+    return sum(end for _, end in partition_offsets(settings, topic).values())
 
 
 def test_manifest_agrees_with_the_records_read_back_from_the_broker(kafka_broker, topic, settings, tmp_path):
@@ -68,12 +73,13 @@ def test_a_killed_producer_rerun_with_the_same_seed_only_repeats_its_prefix(kafk
            "KAPPA_HOME": str(settings.home)}
     slow = subprocess.Popen([*command, "--rate", "200"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and sum(e for _, e in partition_offsets(settings, topic).values()) < 300:
-        time.sleep(0.2)
+    wait_for(lambda: log_size(settings, topic) >= 300, "the slow producer's first 300 records", 60, every_s=0.2)
     slow.send_signal(signal.SIGKILL)
     slow.wait()
-    time.sleep(1.0)  # let the broker finish appending requests already on the wire
+    # Requests already on the wire may still be appended: wait until the log has stopped growing.
+    sizes = [log_size(settings, topic)]
+    wait_for(lambda: sizes.append(log_size(settings, topic)) or sizes[-1] == sizes[-2], "the log to stop growing",
+             30, every_s=1.0)
     first_run = read_log(settings, topic)
     assert 0 < len(first_run) < 3000
 

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from spark_apps.core.waiting import poll
 from spark_apps.io.producer import produce
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.supervisor import (
@@ -46,14 +47,13 @@ def produce_events(settings, seed: int, total: int) -> dict[int, int]:
 def wait_until_caught_up(settings, log_end: dict[int, int], timeout_s: float = 480) -> None:
     """A hang guard, not a speed limit: alone, the JVM start, tables and first batch take about 90 s; next to
     other Spark jobs on two cores, several minutes."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def caught_up() -> bool:
         assert stream_process_alive(settings), log_path(settings).read_text()[-3000:]
         lag = lag_by_partition(read_heartbeat(settings), log_end, settings)
-        if lag is not None and not any(lag.values()):
-            return
-        time.sleep(1)
-    pytest.fail(f"the stream did not catch up within {timeout_s}s: {log_path(settings).read_text()[-3000:]}")
+        return lag is not None and not any(lag.values())
+
+    if not poll(caught_up, timeout_s, every_s=1):
+        pytest.fail(f"the stream did not catch up within {timeout_s}s: {log_path(settings).read_text()[-3000:]}")
 
 
 def outbox_alerts(settings) -> list[tuple[str, str]]:

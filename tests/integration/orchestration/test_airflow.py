@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.cli import main
 from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.core.waiting import wait_for
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.services.airflow_env import airflow_environment
@@ -27,6 +27,8 @@ from tests.support.streams import fresh_stream_settings, produce_hard_cases, run
 pytestmark = pytest.mark.integration
 GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
 PROBE = PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"
+# A hang guard: DAG parsing, the task's JVM and the log read come first on two busy cores.
+RECOMPUTE_SNAPSHOT_TIMEOUT_S = 900
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +94,8 @@ def killed_mid_recompute(env: dict, dag_id: str, logical_date: dt.datetime, snap
                             logical_date.isoformat()], env=env, cwd=PROJECT_ROOT, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while not snapshot_log.exists() and run.poll() is None:
-            time.sleep(0.2)
+        wait_for(lambda: snapshot_log.exists() or run.poll() is not None, "the recompute's first snapshot",
+                 RECOMPUTE_SNAPSHOT_TIMEOUT_S, every_s=0.2)
         assert run.poll() is None, "the run ended before it could be killed mid-way"
     finally:
         os.killpg(run.pid, signal.SIGKILL)

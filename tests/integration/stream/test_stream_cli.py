@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from spark_apps.core.waiting import poll
 from spark_apps.io.producer import produce
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest
@@ -27,14 +28,11 @@ def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(make_
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     heartbeat = tmp_path / "run" / "marketplace.heartbeat.json"
     try:
-        deadline = time.monotonic() + 240
-        beat = {}
-        while time.monotonic() < deadline and stream.poll() is None:
-            if heartbeat.exists():
-                beat = json.loads(heartbeat.read_text())
-                if beat.get("last_batch_id") is not None:
-                    break
-            time.sleep(1)
+        def first_batch() -> dict | None:
+            beat = json.loads(heartbeat.read_text()) if heartbeat.exists() else {}
+            return beat if beat.get("last_batch_id") is not None or stream.poll() is not None else None
+
+        beat = poll(first_batch, timeout_s=240, every_s=1) or {}
         assert beat.get("last_batch_id") == 0 and beat["last_batch_records"] == 400, stream.stderr
         stream.send_signal(signal.SIGTERM)
         out, err = stream.communicate(timeout=120)
