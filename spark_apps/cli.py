@@ -37,9 +37,14 @@ def _broker(args: argparse.Namespace, settings: Settings) -> int:
         print("kafka broker stopped" if broker.stop() else "kafka broker was not running")
     else:
         pid = broker.pid()
-        print(f"kafka broker running on {broker.bootstrap_servers} (pid {pid})" if pid
-              else "kafka broker is not running")
-        return 0 if pid else EXIT_FAILED
+        if pid:
+            print(f"kafka broker running on {broker.bootstrap_servers} (pid {pid})")
+        elif broker.answers():
+            print(f"a kafka broker answers on {broker.bootstrap_servers}, started from another home than "
+                  f"{settings.home} (`kappa broker stop` stops only brokers this home started)")
+        else:
+            print(f"kafka broker is not running on {broker.bootstrap_servers}")
+            return EXIT_FAILED
     return 0
 
 

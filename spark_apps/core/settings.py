@@ -32,8 +32,9 @@ class Settings:
     home: Path = PROJECT_ROOT / "var"
     warehouse_dir: Path = _under_home("warehouse")
     checkpoint_root: Path = _under_home("checkpoints")
-    spark_jars_dir: Path = _under_home("jars/spark")
-    kafka_jars_dir: Path = _under_home("jars/kafka")
+    # The jars belong to the installation (`make jars` fetches them there), not to a home.
+    spark_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "spark"
+    kafka_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "kafka"
     kafka_data_dir: Path = _under_home("kafka")
     log_dir: Path = _under_home("logs")
     reports_dir: Path = _under_home("reports")

@@ -14,9 +14,11 @@ on all rows (batch recompute), which is what makes the two comparable exactly.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.pipeline.event_schema import EventSchema
@@ -150,9 +152,21 @@ def load_pipeline(spec: str) -> Pipeline:
         target = found[0].value
     module_name, _, attribute = target.partition(":")
     try:
-        pipeline = getattr(importlib.import_module(module_name), attribute)
+        pipeline = getattr(_import_from_working_directory(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise PlatformError(f"cannot load pipeline {target!r}: {exc}") from None
+        raise PlatformError(f"cannot load pipeline {target!r}: {exc}. A module:attribute pipeline is imported "
+                            f"from the working directory ({Path.cwd()}) or PYTHONPATH; run from the folder "
+                            "that holds the module, or register it under the entry-point group "
+                            f"{ENTRY_POINT_GROUP!r}") from None
     if not isinstance(pipeline, Pipeline):
         raise PlatformError(f"{target!r} is a {type(pipeline).__name__}, not a Pipeline")
     return pipeline
+
+
+def _import_from_working_directory(module_name: str):
+    """Import ``module_name`` as Python would for a script run in the working directory: the ``kappa`` console
+    script does not put the working directory on ``sys.path``, so a user's ``my_pipeline.py`` needs it added."""
+    working = str(Path.cwd())
+    if working not in sys.path:
+        sys.path.append(working)
+    return importlib.import_module(module_name)

@@ -200,6 +200,16 @@ class EmbeddedBroker:
     def is_running(self) -> bool:
         return self.pid() is not None
 
+    def answers(self) -> bool:
+        """Whether a Kafka broker serves metadata on this broker's address, whoever started it."""
+        if not port_in_use(self.node.host, self.node.port):
+            return False
+        try:
+            _describe_cluster(self.bootstrap_servers)
+        except Exception:  # noqa: BLE001 - anything but an answer means no broker here
+            return False
+        return True
+
     def start(self) -> None:
         """Start the broker unless it already runs; return once it accepts requests."""
         process = self.launch()

@@ -318,8 +318,8 @@ def write_heartbeat(path: Path, query, stats: list[BatchStats]) -> None:
         "last_batch_id": stats[-1].batch_id if stats else None,
         "last_batch_records": stats[-1].records if stats else None,
         "last_batch_duration_s": round(stats[-1].duration_s, 3) if stats else None,
-        "end_offsets": sources[0].get("endOffset"),
-        "latest_offsets": sources[0].get("latestOffset"),
+        "end_offsets": _offsets(sources[0].get("endOffset")),
+        "latest_offsets": _offsets(sources[0].get("latestOffset")),
         "offsets_behind_latest": (sources[0].get("metrics") or {}).get("maxOffsetsBehindLatest"),
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
@@ -328,6 +328,12 @@ def write_heartbeat(path: Path, query, stats: list[BatchStats]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(payload, indent=2, default=str))
     tmp.replace(path)
+
+
+def _offsets(reported) -> dict[str, dict[str, int]] | None:
+    """Spark reports a Kafka source's offsets as a JSON string (``{"topic": {"0": 42}}``); the heartbeat keeps
+    them as JSON numbers, so a script polling it reads them directly."""
+    return json.loads(reported) if isinstance(reported, str) else reported
 
 
 def _commits_schema():

@@ -5,6 +5,7 @@ import json
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from spark_apps.cli import main
 from spark_apps.core.errors import BrokerError, TopicConfigError
 from spark_apps.core.settings import Settings
 from spark_apps.io.topics import (
@@ -89,6 +90,19 @@ def test_a_taken_port_gives_a_clear_error(kafka_broker, tmp_path, settings):
                                     spark_jars_dir=settings.spark_jars_dir, kafka_jars_dir=settings.kafka_jars_dir)
     with pytest.raises(BrokerError, match=f"port {settings.kafka_port} .* is taken"):
         EmbeddedBroker(clash).start()
+
+
+def test_broker_status_finds_a_running_broker_by_its_port_from_another_home(kafka_broker, tmp_path, settings,
+                                                                             monkeypatch, capsys):
+    for key, value in settings.with_overrides(home=tmp_path).as_env().items():
+        monkeypatch.setenv(key, value)
+    assert main(["broker", "status"]) == 0
+    assert f"a kafka broker answers on {settings.kafka_bootstrap_servers}, started from another home" \
+        in capsys.readouterr().out
+    monkeypatch.setenv("KAPPA_KAFKA_PORT", str(free_port()))
+    monkeypatch.delenv("KAPPA_KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    assert main(["broker", "status"]) == 1
+    assert "kafka broker is not running on 127.0.0.1:" in capsys.readouterr().out
 
 
 def test_missing_java_gives_a_clear_error(monkeypatch, tmp_path, settings):

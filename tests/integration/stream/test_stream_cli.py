@@ -34,6 +34,7 @@ def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(make_
 
         beat = poll(first_batch, timeout_s=240, every_s=1) or {}
         assert beat.get("last_batch_id") == 0 and beat["last_batch_records"] == 400, stream.stderr
+        assert sum(beat["end_offsets"][topic].values()) == 400, "offsets are JSON numbers, not a JSON string"
         stream.send_signal(signal.SIGTERM)
         out, err = stream.communicate(timeout=120)
     finally:

@@ -42,6 +42,13 @@ def test_overriding_home_moves_the_folders_derived_from_it():
     assert moved.kafka_bootstrap_servers == "127.0.0.1:1234"
 
 
+def test_the_jars_stay_with_the_installation_when_home_moves():
+    default = Settings()
+    moved = Settings.from_env({"KAPPA_HOME": "/data/x"})
+    assert (moved.spark_jars_dir, moved.kafka_jars_dir) == (default.spark_jars_dir, default.kafka_jars_dir)
+    assert not str(moved.spark_jars_dir).startswith("/data/x")
+
+
 @pytest.mark.parametrize(("variable", "value", "message"), [
     ("KAPPA_KAFKA_PORT", "abc", "KAPPA_KAFKA_PORT must be an integer, got 'abc'"),
     ("KAPPA_KAFKA_PORT", "70000", "KAPPA_KAFKA_PORT must be a TCP port"),
