@@ -322,7 +322,7 @@ def _airflow(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "start":
         running = airflow.start(settings)
         print(f"airflow running at {running.url} (process group {running.process_group}, log {running.log})")
-        print(f"login: {running.user} / {running.password}")
+        print(f"login: {running.user}, password in {running.password_file} (readable by you only)")
     elif args.action == "stop":
         print("airflow stopped" if airflow.stop(settings) else "airflow was not running")
     else:

@@ -17,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spark_apps.core.secret import MASK
 from spark_apps.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -90,12 +91,12 @@ def sink_requests(settings: Settings, alert: Alert) -> list[tuple[str, str, dict
     """Sink name, URL and payload of every configured sink; an empty setting means not configured."""
     requests = []
     if settings.alert_webhook_url:
-        requests.append(("webhook", settings.alert_webhook_url, webhook_payload(alert)))
+        requests.append(("webhook", settings.alert_webhook_url.reveal(), webhook_payload(alert)))
     if settings.alert_slack_webhook_url:
-        requests.append(("slack", settings.alert_slack_webhook_url, slack_payload(alert)))
+        requests.append(("slack", settings.alert_slack_webhook_url.reveal(), slack_payload(alert)))
     if settings.alert_pagerduty_routing_key:
         requests.append(("pagerduty", settings.alert_pagerduty_url,
-                         pagerduty_payload(alert, settings.alert_pagerduty_routing_key)))
+                         pagerduty_payload(alert, settings.alert_pagerduty_routing_key.reveal())))
     return requests
 
 
@@ -115,19 +116,32 @@ def deliver(settings: Settings, alert: Alert) -> list[Delivery]:
 
 def post_json(sink: str, url: str, payload: dict[str, Any], timeout_s: float, retries: int) -> Delivery:
     """POST ``payload``; retry connection errors, 5xx and 429 up to ``retries`` times, other answers are final."""
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        return Delivery(sink, ok=False, error=f"not an http(s) URL: {url!r}", attempts=0)
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme not in ("http", "https"):
+        # The URL itself may hold a token (webhooks carry it in the path), so the error never quotes it.
+        return Delivery(sink, ok=False, error=f"the {sink} URL is not http(s) (scheme {scheme or 'missing'!r}); "
+                                              "check its KAPPA_ALERT_* setting", attempts=0)
     request = urllib.request.Request(url, data=json.dumps(payload, default=str).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
     attempt = 0
     while True:
         attempt += 1
         status, error, retryable = _attempt(request, timeout_s)
+        error = _redacted(error, url)
         if not error:
             return Delivery(sink, ok=True, status=status, attempts=attempt)
         if not retryable or attempt > retries:
             return Delivery(sink, ok=False, status=status, error=error, attempts=attempt)
         time.sleep(BACKOFF_S * attempt)
+
+
+def _redacted(error: str, url: str) -> str:
+    """The error without the URL's path and query, where webhooks keep their token (Python's own URL errors quote
+    them); the host stays, it says which endpoint failed."""
+    parts = urllib.parse.urlsplit(url)
+    for secret in sorted({url, parts.path, parts.query, parts.path.lstrip("/")} - {"", "/"}, key=len, reverse=True):
+        error = error.replace(secret, MASK)
+    return error
 
 
 def _attempt(request: urllib.request.Request, timeout_s: float) -> tuple[int | None, str, bool]:

@@ -117,6 +117,8 @@ class Validator:
         self.pipeline_name = pipeline_name
         settings.gx_dir.mkdir(parents=True, exist_ok=True)
         self.context = gx.get_context(mode="file", project_root_dir=str(settings.gx_dir))
+        if self.context.variables.analytics_enabled is not False:
+            self.context.enable_analytics(False)  # kept in great_expectations.yml: no usage data leaves the machine
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self.source = self.context.data_sources.add_or_update_spark(DATA_SOURCE)
 

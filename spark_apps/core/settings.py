@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from spark_apps.core.errors import SettingsError
+from spark_apps.core.secret import Secret
 
 ENV_PREFIX = "KAPPA_"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -91,9 +92,9 @@ class Settings:
     fault_inject: str = ""
 
     # Alert sinks: empty means not configured (alerts are still recorded in audit.alerts and logged).
-    alert_webhook_url: str = ""
-    alert_slack_webhook_url: str = ""
-    alert_pagerduty_routing_key: str = ""
+    alert_webhook_url: Secret = Secret()
+    alert_slack_webhook_url: Secret = Secret()
+    alert_pagerduty_routing_key: Secret = Secret()
     alert_pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
     alert_timeout_s: float = 5.0
     alert_retries: int = 2
@@ -125,6 +126,8 @@ class Settings:
             sub = f.metadata.get("under_home")
             if sub and getattr(self, f.name) is None:
                 object.__setattr__(self, f.name, self.home / sub)
+            if f.name in SECRET_FIELDS and not isinstance(getattr(self, f.name), Secret):
+                object.__setattr__(self, f.name, Secret(str(getattr(self, f.name))))
         if not self.kafka_bootstrap_servers:
             object.__setattr__(self, "kafka_bootstrap_servers", f"{self.kafka_host}:{self.kafka_port}")
         self._validate()
@@ -210,7 +213,12 @@ class Settings:
 
     def as_env(self) -> dict[str, str]:
         """``KAPPA_*`` variables that make ``Settings.from_env()`` in a child process equal these settings."""
-        return {_env_name(f.name): str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {_env_name(f.name): _env_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _env_value(value: Any) -> str:
+    """A child process needs a secret's value itself, not its mask."""
+    return value.reveal() if isinstance(value, Secret) else str(value)
 
 
 def _env_name(field_name: str) -> str:
@@ -236,6 +244,8 @@ def _coerce(name: str, raw: str, type_hint: Any) -> Any:
             return int(text.replace("_", ""))
         except ValueError:
             raise SettingsError(f"{env} must be an integer, got {raw!r}") from None
+    if type_hint is Secret:
+        return Secret(text)
     if type_hint is float:
         try:
             return float(text)

@@ -11,10 +11,11 @@ import dataclasses
 from pathlib import Path
 from typing import get_type_hints
 
+from spark_apps.core.secret import Secret
 from spark_apps.core.settings import FIELD_DOCS, PROJECT_ROOT, SECRET_FIELDS, Settings, _env_name
 
 REGENERATE = ".venv/bin/python -m spark_apps.core.settings_reference > docs/settings.md"
-_TYPE_NAMES = {Path: "path", int: "integer", float: "number", bool: "boolean", str: "string"}
+_TYPE_NAMES = {Path: "path", int: "integer", float: "number", bool: "boolean", str: "string", Secret: "secret string"}
 
 HEADER = """# Settings
 

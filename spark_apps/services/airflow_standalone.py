@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from spark_apps.services.processes import cmdline, group_members, port_in_use
 
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
+# What Airflow's processes create (airflow.cfg with its secrets, the database, logs) is readable by its owner only.
+PRIVATE_UMASK = 0o077
 HEALTH_PATH = "/api/v2/monitor/health"
 HEALTHY_COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
@@ -43,7 +46,7 @@ class Running:
     url: str
     process_group: int
     user: str
-    password: str
+    password_file: Path
     log: Path
 
 
@@ -94,22 +97,45 @@ def start(settings: Settings) -> Running:
             stop(settings)
         raise
     return Running(url=url(settings), process_group=running_group(settings), user=ADMIN_USER,
-                   password=_password(settings), log=log_file(settings))
+                   password_file=password_file(settings), log=log_file(settings))
+
+
+def password_file(settings: Settings) -> Path:
+    return Path(airflow_environment(settings)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
+
+
+def private_home(settings: Settings) -> None:
+    """Airflow's home holds the login, the Fernet key and the JWT secret (airflow.cfg) and the metadata database:
+    the folder is 0700 and its files 0600, however they were created."""
+    home = settings.airflow_home
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o700)
+    for path in home.iterdir():
+        if path.is_file():
+            path.chmod(0o600)
+    passwords = password_file(settings)
+    if not passwords.exists():
+        # Written here, Airflow reads the login instead of generating one and printing it into its log.
+        descriptor = os.open(passwords, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            json.dump({ADMIN_USER: secrets.token_urlsafe(18)}, file)
 
 
 def _launch(settings: Settings) -> None:
     env = {**os.environ, **airflow_environment(settings)}
-    for folder in (settings.airflow_home, settings.log_dir, settings.run_dir):
+    for folder in (settings.log_dir, settings.run_dir):
         folder.mkdir(parents=True, exist_ok=True)
+    private_home(settings)
     with open(log_file(settings), "ab") as log:
         migrated = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False)
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, check=False,
+                                  umask=PRIVATE_UMASK)
         if migrated.returncode != 0:
             raise AirflowError(f"migrating the Airflow database failed; see {log_file(settings)}")
         group = 0
         for command in components(settings).values():
             process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, process_group=group)
+                                       stdin=subprocess.DEVNULL, process_group=group, umask=PRIVATE_UMASK)
             group = group or process.pid
     pid_file(settings).write_text(f"{group}\n")
 
@@ -128,12 +154,6 @@ def _wait_until_healthy(settings: Settings) -> None:
         return
     raise AirflowError(f"Airflow was not healthy at {url(settings)} within {START_TIMEOUT_S:.0f}s "
                        f"({json.dumps(last) if last else 'no answer'}); see {log_file(settings)}")
-
-
-def _password(settings: Settings) -> str:
-    """The admin password the API server generated (once, kept across restarts)."""
-    path = Path(airflow_environment(settings)["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"])
-    return json.loads(path.read_text())[ADMIN_USER]
 
 
 def health(settings: Settings) -> dict | None:

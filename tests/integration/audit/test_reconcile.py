@@ -65,6 +65,11 @@ def test_the_report_and_data_docs_show_every_verdict(audited):
     assert all(f"marketplace.{verdict.table.label}" in index for verdict in audited.verdicts)
 
 
+def test_great_expectations_keeps_its_usage_analytics_off(restarted_stream, audited):
+    config = restarted_stream.job.settings.gx_dir / "gx" / "great_expectations.yml"
+    assert "analytics_enabled: false" in config.read_text()
+
+
 def test_the_batch_reads_only_the_offsets_the_stream_version_reflects(spark, restarted_stream, audited):
     settings = restarted_stream.job.settings
     position = audited.position

@@ -185,12 +185,20 @@ def test_a_refused_connection_fails_that_sink_only_and_is_logged_with_its_reason
 
 
 @pytest.mark.parametrize(("url", "error", "attempts"), [
-    ("file:///etc/passwd", "not an http(s) URL: 'file:///etc/passwd'", 0),
+    ("file:///etc/passwd", "the webhook URL is not http(s) (scheme 'file')", 0),
     ("http://exa mple.com/hook", "InvalidURL: URL can't contain control characters", 1)])
 def test_a_malformed_url_is_a_failed_delivery_tried_at_most_once_not_an_exception(tmp_path, url, error, attempts):
     webhook, = deliver(Settings(home=tmp_path, alert_webhook_url=url), an_alert())
     assert (webhook.ok, webhook.attempts) == (False, attempts)
     assert webhook.error.startswith(error)
+
+
+@pytest.mark.parametrize("url", ["hooks.example.com/services/T0/B0/S3CR3TT0KEN",
+                                 "http://hooks.example.com/services/T0 B0/S3CR3TT0KEN?token=S3CR3TT0KEN"])
+def test_a_failed_delivery_never_quotes_the_token_in_the_url(tmp_path, url):
+    webhook, = deliver(Settings(home=tmp_path, alert_webhook_url=url), an_alert())
+    assert not webhook.ok and webhook.error
+    assert "S3CR3TT0KEN" not in webhook.error and "S3CR3TT0KEN" not in repr(webhook)
 
 
 def test_no_sink_configured_delivers_nothing(tmp_path):

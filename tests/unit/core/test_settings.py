@@ -83,3 +83,14 @@ def test_a_pipelines_window_and_session_gap_are_its_own_not_engine_settings():
     assert not names & {"window_s", "session_gap_s"}
     assert (WINDOW_S, SESSION_GAP_S) == (60, 300)
     assert "KAPPA_WINDOW_S" not in Settings().as_env()
+
+
+def test_secrets_show_as_a_mask_in_repr_and_text_but_reach_child_processes_whole():
+    settings = Settings.from_env({"KAPPA_ALERT_PAGERDUTY_ROUTING_KEY": "R0UT1NGKEY",
+                                  "KAPPA_ALERT_WEBHOOK_URL": "https://hooks.example.com/T0/S3CR3T"})
+    shown = f"{settings!r} {settings} {settings.alert_webhook_url} {settings.alert_pagerduty_routing_key!r}"
+    assert "R0UT1NGKEY" not in shown and "S3CR3T" not in shown and "**********" in shown
+    assert settings.alert_pagerduty_routing_key.reveal() == "R0UT1NGKEY"
+    assert Settings.from_env(settings.as_env()) == settings
+    assert settings.with_overrides(alert_webhook_url="http://x/y").alert_webhook_url.reveal() == "http://x/y"
+    assert not Settings().alert_slack_webhook_url, "an empty secret is not configured"

@@ -1,10 +1,12 @@
 """This machine's Airflow: one environment from the settings, loopback only, everything under airflow_home."""
 
+import json
+import stat
 from pathlib import Path
 
 from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.airflow_env import airflow_environment
-from spark_apps.services.airflow_standalone import components, is_healthy
+from spark_apps.services.airflow_standalone import components, is_healthy, password_file, private_home
 
 SETTINGS = Settings(home=Path("/srv/kappa"), airflow_port=18080, airflow_log_server_port=18793)
 
@@ -53,3 +55,21 @@ def test_ready_means_database_scheduler_triggerer_and_dag_processor_healthy():
     assert is_healthy(healthy)
     assert not is_healthy({**healthy, "triggerer": {"status": "unhealthy"}})
     assert not is_healthy({"metadatabase": {"status": "healthy"}})
+
+
+def test_airflow_home_is_private_and_the_login_is_generated_once_without_being_printed(tmp_path, capsys):
+    settings = Settings(home=tmp_path)
+    settings.airflow_home.mkdir()
+    leaky = settings.airflow_home / "airflow.cfg"
+    leaky.write_text("[core]\nfernet_key = x\n")
+    leaky.chmod(0o644)
+    private_home(settings)
+    login = json.loads(password_file(settings).read_text())
+    private_home(settings)
+
+    assert stat.S_IMODE(settings.airflow_home.stat().st_mode) == 0o700
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in settings.airflow_home.iterdir()} == {
+        "airflow.cfg": 0o600, password_file(settings).name: 0o600}
+    assert set(login) == {"admin"} and len(login["admin"]) >= 20
+    assert json.loads(password_file(settings).read_text()) == login, "kept across starts"
+    assert login["admin"] not in capsys.readouterr().out
