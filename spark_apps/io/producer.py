@@ -16,11 +16,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from spark_apps.core.errors import BrokerError, PlatformError
 from spark_apps.core.progress import Progress
@@ -172,7 +174,7 @@ def produce_file(settings: Settings, topic: str, records: Sequence[FileRecord], 
 
 def read_events(path: Path, schema: EventSchema) -> list[FileRecord]:
     """The events of ``path`` as records: ``.jsonl`` (one JSON object a line, sent as written) or ``.csv`` (a
-    header naming the fields; values are strings, those of ``long`` fields become integers, empty cells are left
+    header naming the fields; cells become the JSON type of their field's kind, empty cells are left
     out). A file that cannot be read this way is a :class:`PlatformError` naming the file and the line."""
     suffix = path.suffix.lower()
     if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
@@ -225,8 +227,8 @@ def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileR
                                 f"{len(header)} fields")
         event = {column: _typed(schema, column, cell, name, reader.line_num)
                  for column, cell in zip(header, row, strict=True) if cell != ""}
-        records.append(FileRecord(reader.line_num, schema.key_of(event),
-                                  json.dumps(event, separators=(",", ":")).encode()))
+        value = "{" + ",".join(f"{json.dumps(column)}:{_json_literal(v)}" for column, v in event.items()) + "}"
+        records.append(FileRecord(reader.line_num, schema.key_of(event), value.encode()))
     return records
 
 
@@ -239,12 +241,31 @@ def _check_header(header: Sequence[str], name: str) -> None:
         raise PlatformError(f"{name}: header names {', '.join(repeated)} more than once")
 
 
-def _typed(schema: EventSchema, column: str, cell: str, name: str, line: int) -> str | int:
-    """A CSV cell as the schema wants it: an integer for a ``long`` field, else the string itself."""
+class _Number(str):
+    """A number's text as the CSV has it, written into the JSON as is: a decimal keeps every digit."""
+
+
+def _json_literal(value: Any) -> str:
+    return str(value) if isinstance(value, _Number) else json.dumps(value)
+
+
+def _typed(schema: EventSchema, column: str, cell: str, name: str, line: int) -> Any:
+    """A CSV cell as the schema's kind wants it in JSON: a number for long, double and decimal fields (and
+    epoch-millisecond timestamps), true/false for booleans, else the string itself. The parser then decides
+    whether the value is valid, as it does for any producer."""
     spec = schema.by_name.get(column)
-    if spec is None or spec.kind != "long":
-        return cell
+    kind = "long" if spec is not None and spec.epoch_millis else spec.kind if spec is not None else "string"
+    text = cell.strip()
+    if kind == "boolean" and text.lower() in ("true", "false"):
+        return text.lower() == "true"
     try:
-        return int(cell.strip())
+        if kind == "long":
+            return int(text)
+        if kind in ("double", "decimal") and math.isfinite(float(text)):
+            return _Number(str(Decimal(text)) if kind == "decimal" else repr(float(text)))
     except ValueError:
-        raise PlatformError(f"{name} line {line}: {column} must be a whole number, got {cell!r}") from None
+        pass
+    if kind in ("long", "double", "decimal", "boolean"):
+        wanted = {"long": "a whole number", "boolean": "true or false"}.get(kind, "a finite number")
+        raise PlatformError(f"{name} line {line}: {column} must be {wanted}, got {cell!r}") from None
+    return cell

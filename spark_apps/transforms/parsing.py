@@ -17,7 +17,14 @@ from functools import cache
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.pipeline.event_schema import TIMESTAMP_SPARK_FORMAT, EventSchema, FieldSpec, Reason
+from spark_apps.pipeline.event_schema import (
+    DATE_INPUT_FORMAT,
+    NUMERIC_KINDS,
+    TIMESTAMP_INPUT_FORMATS,
+    EventSchema,
+    FieldSpec,
+    Reason,
+)
 
 COORDINATE_COLUMNS = ("topic", "partition", "offset", "log_append_time", "key", "value")
 REASON_COLUMN = "dead_letter_reason"
@@ -26,11 +33,12 @@ FINGERPRINT_COLUMN = "payload_fingerprint"
 _PARSED = "__parsed_value"
 _FIELDS = "__fields"
 _DOCUMENT_REASON = "__document_reason"
-# The type a field is read as from the Variant; timestamps are strings first, then parsed with the pattern.
-_VARIANT_TARGETS = {"string": "string", "long": "bigint", "timestamp": "string"}
-# What schema_of_variant calls a JSON integer that fits a long; DECIMAL/DOUBLE mean fraction or exponent.
+# What schema_of_variant calls a JSON integer that fits a long; DECIMAL(p,s) is a fraction, DOUBLE an exponent.
 _JSON_INTEGER = "^(TINY|SMALL|BIG)?INT$"
+_JSON_NUMBER = "^((TINY|SMALL|BIG)?INT|DECIMAL\\(\\d+,\\d+\\)|DOUBLE)$"
+_JSON_DECIMAL_SCALE = "^DECIMAL\\(\\d+,(\\d+)\\)$"
 _JSON_STRING = "STRING"
+_JSON_BOOLEAN = "BOOLEAN"
 _JSON_NULL = "VOID"
 
 
@@ -154,10 +162,20 @@ def _inspect(spec: FieldSpec, index: int, fields: Column) -> list[Column]:
     null...; null when absent), and its value as the Spark type, trustworthy only when the type is right."""
     field = fields.getField(spec.name)
     json_type_name, value_name = _helper_names(index)
-    value = F.try_variant_get(field, "$", _VARIANT_TARGETS[spec.kind])
+    return [F.schema_of_variant(field).alias(json_type_name), _typed_value(spec, field).alias(value_name)]
+
+
+def _typed_value(spec: FieldSpec, field: Column) -> Column:
+    """The field's Variant as the kind's Spark type; dates and timestamps are read from their text with the
+    accepted patterns only, so nothing depends on the session's time zone or on Spark's lenient casts."""
+    if spec.kind == "timestamp" and spec.epoch_millis:
+        return F.timestamp_millis(F.try_variant_get(field, "$", "bigint"))
     if spec.kind == "timestamp":
-        value = F.try_to_timestamp(value, F.lit(TIMESTAMP_SPARK_FORMAT))
-    return [F.schema_of_variant(field).alias(json_type_name), value.alias(value_name)]
+        text = F.try_variant_get(field, "$", "string")
+        return F.coalesce(*[F.try_to_timestamp(text, F.lit(pattern)) for pattern in TIMESTAMP_INPUT_FORMATS])
+    if spec.kind == "date":
+        return F.try_to_date(F.try_variant_get(field, "$", "string"), DATE_INPUT_FORMAT)
+    return F.try_variant_get(field, "$", spec.spark_type)
 
 
 @dataclass(frozen=True)
@@ -194,9 +212,19 @@ def _well_typed(spec: FieldSpec, json_type: Column, value: Column) -> Column:
     above the projection computing it, instead of inlining every check below it, which would parse the
     JSON once per check.
     """
-    if spec.kind == "long":
-        return json_type.rlike(_JSON_INTEGER)
-    if spec.kind == "timestamp":
+    if spec.kind == "long" or (spec.kind == "timestamp" and spec.epoch_millis):
+        return json_type.rlike(_JSON_INTEGER) & value.isNotNull()
+    if spec.kind == "double":
+        return json_type.rlike(_JSON_NUMBER) & value.isNotNull()
+    if spec.kind == "decimal":
+        # No rounding: a fraction's scale must fit, and a value too large for the precision reads as null.
+        scale = F.regexp_extract(json_type, _JSON_DECIMAL_SCALE, 1)
+        fraction_fits = json_type.rlike(_JSON_DECIMAL_SCALE) & (scale.cast("int") <= spec.scale)
+        fits = json_type.rlike(_JSON_INTEGER) | fraction_fits
+        return fits & value.isNotNull()
+    if spec.kind == "boolean":
+        return json_type == _JSON_BOOLEAN
+    if spec.kind in ("date", "timestamp"):
         return (json_type == _JSON_STRING) & value.isNotNull()
     return json_type == _JSON_STRING
 
@@ -230,13 +258,13 @@ def _type_checks(schema: EventSchema, slots: _Slots) -> list[tuple[Column, str]]
 def _field_checks(schema: EventSchema, slots: _Slots) -> list[tuple[Column, str]]:
     """Checks 3 to 7, each sweeping the fields of the event's type in schema order."""
     fields = list(slots.values())
-    longs = [s for s in fields if s.spec.kind == "long" and s.spec.min_value is not None]
+    numbers = [s for s in fields if s.spec.kind in NUMERIC_KINDS and s.spec.min_value is not None]
     strings = [s for s in fields if s.spec.kind == "string" and s.spec.max_length is not None]
     return [
         *[(s.carried & s.missing, Reason.missing(s.spec.name)) for s in fields if s.spec.required],
         *[(s.carried & ~s.missing & ~s.well_typed, Reason.wrong_type(s.spec.name)) for s in fields],
         (~slots[schema.version_field].value.isin(*schema.versions), Reason.UNSUPPORTED_SCHEMA_VERSION),
-        *[(s.carried & (s.value < s.spec.min_value), Reason.below_minimum(s.spec.name)) for s in longs],
+        *[(s.carried & (s.value < s.spec.min_value), Reason.below_minimum(s.spec.name)) for s in numbers],
         *[(s.carried & (F.length(s.value) > s.spec.max_length), Reason.oversized(s.spec.name))
           for s in strings],
     ]

@@ -12,9 +12,12 @@ import datetime as dt
 import json
 import uuid
 from collections import defaultdict
+from decimal import Decimal
 
 import pytest
 
+from spark_apps.audit.run import audit
+from spark_apps.io.catalog import table_path
 from spark_apps.io.producer import make_producer
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS, SESSION_GAP_S
@@ -169,3 +172,35 @@ def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spar
     assert sorted((bytes(r.value), r.reason) for r in table(job.tables.dead_letters).collect()) == \
         [(below_zero, "below_minimum:celsius_tenths"), (b'{"reading_id": "r9", ', "malformed_json")]
     assert table(job.tables.bronze).count() == len(readings) + 2
+
+
+def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconciles_exactly(
+        spark, settings, make_topic, tmp_path):
+    pipeline = load_pipeline("tests.support.trip_pipeline:PIPELINE")
+    config = stream_settings(make_topic, settings, tmp_path, pipeline.topic, partitions=2)
+    now = dt.datetime.now(UTC).replace(microsecond=0)
+    offset = dt.timezone(dt.timedelta(hours=2))
+    trips = [("t1", "north", now, "12.50", 3.2, False), ("t2", "north", now, "7.05", 11.75, True),
+             ("t3", "south", now.astimezone(offset), "0.10", 0.4, False),
+             ("t4", "south", now.astimezone(offset), "1234.99", 52.0, True)]
+    values = [(zone, (f'{{"trip_id": "{trip}", "record_type": "trip", "picked_up_at": "{at.isoformat()}", '
+                      f'"schema_version": 1, "zone": "{zone}", "service_day": "{now.date().isoformat()}", '
+                      f'"distance_km": {km}, "fare": {fare}, "shared": {str(shared).lower()}, '
+                      f'"dropped_off_ms": {int(now.timestamp() * 1000) + 60_000}}}').encode())
+              for trip, zone, at, fare, km, shared in trips]
+    too_precise = values[0][1].replace(b'"trip_id": "t1"', b'"trip_id": "t5"').replace(b'"fare": 12.50',
+                                                                                      b'"fare": 12.505')
+    send(config, pipeline.topic, [*values, ("north", too_precise), ("north", values[1][1])])
+
+    StreamJob(spark, config, pipeline).run(until_caught_up=True)
+    run = audit(spark, config, pipeline)
+
+    assert run.success, run.verdicts
+    tables = pipeline.tables()
+    read = lambda name: spark.read.format("delta").load(str(table_path(config, name))).collect()  # noqa: E731
+    gold = {r.zone: (r.trips, r.shared_trips, r.fares, r.longest_km, as_utc(r.last_drop_off))
+            for r in read(tables.gold("zone_daily"))}
+    drop_off = now + dt.timedelta(minutes=1)
+    assert gold == {"north": (2, 1, Decimal("19.55"), 11.75, drop_off),
+                    "south": (2, 1, Decimal("1235.09"), 52.0, drop_off)}
+    assert [(bytes(r.value), r.reason) for r in read(tables.dead_letters)] == [(too_precise, "wrong_type:fare")]

@@ -12,6 +12,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.io.producer import csv_rows, json_lines, read_events
 from spark_apps.marketplace.events import SCHEMA
 from tests.support.sensor_pipeline import SCHEMA as SENSORS
+from tests.support.trip_pipeline import SCHEMA as TRIPS
 
 ORDER = {"event_id": "e1", "event_type": "order_placed", "event_time": "2026-11-21T19:22:03.123Z",
          "schema_version": 1, "order_id": "o1", "customer_id": "c1", "merchant_id": "m1", "amount_cents": 1250,
@@ -42,6 +43,27 @@ def test_another_pipelines_schema_types_and_keys_its_own_fields():
     records = csv_rows("reading_id,kind,measured_at,schema_version,device_id,celsius_tenths\n"
                        "r1,reading,2026-11-21T19:22:03.123Z,1,d7,-15\n", SENSORS)
     assert records[0].key == b"d7" and json.loads(records[0].value)["celsius_tenths"] == -15
+
+
+def test_csv_cells_of_doubles_decimals_booleans_and_epoch_timestamps_become_their_json_types():
+    records = csv_rows("trip_id,zone,distance_km,fare,shared,service_day,dropped_off_ms\n"
+                       "t1,north,3.25,12.50,TRUE,2026-11-21,1795289000000\n", TRIPS)
+    value = records[0].value.decode()
+    assert '"fare":12.50' in value, "a decimal keeps every digit it was written with"
+    assert json.loads(value) == {"trip_id": "t1", "zone": "north", "distance_km": 3.25, "fare": 12.5, "shared": True,
+                                 "service_day": "2026-11-21", "dropped_off_ms": 1795289000000}
+    assert records[0].key == b"north"
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    ("shared\nyes", "shared must be true or false, got 'yes'"),
+    ("fare\nNaN", "fare must be a finite number, got 'NaN'"),
+    ("distance_km\n3,5", "2 values under a header of 1 fields"),
+    ("dropped_off_ms\n2026-11-21", "dropped_off_ms must be a whole number"),
+])
+def test_a_csv_cell_that_cannot_have_its_fields_kind_is_refused(cell, message):
+    with pytest.raises(PlatformError, match=message):
+        csv_rows(cell + "\n", TRIPS)
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [

@@ -15,7 +15,7 @@ from spark_apps.stream.job import StreamJob
 
 def silver_events(spark, schema=SCHEMA):
     """An empty frame with a pipeline's event columns: the guard only needs the schema."""
-    return spark.createDataFrame([], ", ".join(f"`{spec.name}` {spec.kind}" for spec in schema.fields))
+    return spark.createDataFrame([], ", ".join(f"`{spec.name}` {spec.spark_type}" for spec in schema.fields))
 
 
 def per_order(extra):

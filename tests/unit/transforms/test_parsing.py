@@ -110,8 +110,10 @@ REASON_CASES: dict[str, tuple[Any, str | None]] = {
     "numeric_merchant_id_is_wrong_type": (event(merchant_id=42), Reason.wrong_type("merchant_id")),
     "object_merchant_id_is_wrong_type": (event(merchant_id={"id": "m"}), Reason.wrong_type("merchant_id")),
     "event_time_as_number_is_wrong_type": (event(event_time=1795461723123), Reason.wrong_type("event_time")),
-    "event_time_without_milliseconds_is_wrong_type": (event(event_time="2026-11-21T19:22:03Z"),
-                                                      Reason.wrong_type("event_time")),
+    "event_time_without_an_offset_is_wrong_type": (event(event_time="2026-11-21T19:22:03.123"),
+                                                   Reason.wrong_type("event_time")),
+    "event_time_finer_than_microseconds_is_wrong_type": (event(event_time="2026-11-21T19:22:03.1234567Z"),
+                                                         Reason.wrong_type("event_time")),
     "unparseable_event_time_is_wrong_type": (event(event_time="2026-11-21 19:22:03"),
                                              Reason.wrong_type("event_time")),
     "impossible_date_is_wrong_type": (event(event_time="2026-02-30T19:22:03.123Z"),
@@ -190,7 +192,7 @@ def test_valid_events_of_each_type_and_version_get_typed_columns_and_no_reason(s
 def test_output_has_coordinates_typed_fields_reason_and_fingerprint(spark):
     parsed = parse(spark, [])
     types = {field.name: field.dataType for field in parsed.schema}
-    kinds = {"string": StringType(), "long": LongType(), "timestamp": TimestampType()}
+    kinds = {"string": StringType(), "long": LongType(), "timestamp": TimestampType()}  # the marketplace's kinds
     assert parsed.columns == ["topic", "partition", "offset", "log_append_time", "key", "value",
                               *event_columns(SCHEMA), "dead_letter_reason", "payload_fingerprint"]
     assert [types[spec.name] for spec in SCHEMA.fields] == [kinds[spec.kind] for spec in SCHEMA.fields]
