@@ -8,6 +8,7 @@ Paths default to folders under ``KAPPA_HOME`` (the project's ignored ``var/`` fo
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -118,6 +119,8 @@ class Settings:
     task_retries: int = 2
     task_retry_delay_s: int = 60
     airflow_host: str = "127.0.0.1"
+    # Services listen on loopback only; another address must be asked for explicitly.
+    allow_remote: bool = False
     airflow_port: int = 8080
     airflow_log_server_port: int = 8793
 
@@ -133,6 +136,11 @@ class Settings:
         self._validate()
 
     def _validate(self) -> None:
+        for name in LISTEN_HOST_FIELDS:
+            host = getattr(self, name)
+            if not self.allow_remote and not is_loopback(host):
+                raise SettingsError(f"{_env_name(name)}={host} would listen beyond this machine; use a loopback "
+                                    "address, or set KAPPA_ALLOW_REMOTE=true to mean it")
         for name in ("kafka_port", "kafka_controller_port", "airflow_port", "airflow_log_server_port"):
             port = getattr(self, name)
             if not 1 <= port <= 65535:
@@ -216,6 +224,16 @@ class Settings:
         return {_env_name(f.name): _env_value(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine's loopback interface (``localhost``, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _env_value(value: Any) -> str:
     """A child process needs a secret's value itself, not its mask."""
     return value.reveal() if isinstance(value, Secret) else str(value)
@@ -253,6 +271,9 @@ def _coerce(name: str, raw: str, type_hint: Any) -> Any:
             raise SettingsError(f"{env} must be a number, got {raw!r}") from None
     return text
 
+
+# Addresses the platform's own services bind to (the broker, the local cluster, Airflow).
+LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host")
 
 # Fields whose value is a credential: docs/settings.md names their variable and never their value.
 SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "alert_pagerduty_routing_key"})
@@ -324,6 +345,8 @@ FIELD_DOCS: dict[str, str] = {
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",
     "task_retry_delay_s": "Delay between Airflow task retries, in seconds.",
     "airflow_host": "Address the Airflow API server and log server bind to.",
+    "allow_remote": "Let KAPPA_KAFKA_HOST and KAPPA_AIRFLOW_HOST name a non-loopback address, to listen beyond "
+                    "this machine.",
     "airflow_port": "Port of the Airflow API server (the UI).",
     "airflow_log_server_port": "Port of the one loopback log server for task and triggerer logs.",
 }

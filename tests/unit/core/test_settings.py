@@ -94,3 +94,12 @@ def test_secrets_show_as_a_mask_in_repr_and_text_but_reach_child_processes_whole
     assert Settings.from_env(settings.as_env()) == settings
     assert settings.with_overrides(alert_webhook_url="http://x/y").alert_webhook_url.reveal() == "http://x/y"
     assert not Settings().alert_slack_webhook_url, "an empty secret is not configured"
+
+
+@pytest.mark.parametrize("variable", ["KAPPA_KAFKA_HOST", "KAPPA_AIRFLOW_HOST"])
+def test_a_service_address_beyond_loopback_is_refused_unless_remote_is_allowed(variable):
+    with pytest.raises(SettingsError, match=f"{variable}=0.0.0.0 would listen beyond this machine.*KAPPA_ALLOW_REMOTE"):
+        Settings.from_env({variable: "0.0.0.0"})
+    assert Settings.from_env({variable: "0.0.0.0", "KAPPA_ALLOW_REMOTE": "true"}).allow_remote
+    for loopback in ("127.0.0.2", "localhost", "::1"):
+        Settings.from_env({variable: loopback})
