@@ -48,6 +48,12 @@ def _broker(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _kafka(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.services import kafka_tools
+
+    return kafka_tools.run(settings, args.tool, args.tool_args)
+
+
 def _topic(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io.topics import ensure_topic, partition_offsets
 
@@ -400,6 +406,7 @@ def _schema(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from spark_apps.lab.chaos import SCENARIOS
+    from spark_apps.services.kafka_tools import TOOLS as KAFKA_TOOLS
     from spark_apps.serving.dbt_runner import COMMANDS
 
     parser = _Parser(prog="kappa", description=__doc__.splitlines()[0])
@@ -408,6 +415,13 @@ def build_parser() -> argparse.ArgumentParser:
     broker = commands.add_parser("broker", help="start, stop or check the embedded Kafka broker")
     broker.add_argument("action", choices=("start", "stop", "status"))
     broker.set_defaults(handler=_broker)
+
+    kafka = commands.add_parser(
+        "kafka", help="run one of Kafka's own tools against the platform's broker, e.g. `kappa kafka "
+                      "console-consumer --topic marketplace.events --from-beginning`")
+    kafka.add_argument("tool", choices=sorted(KAFKA_TOOLS), help="the tool (kafka-<tool>.sh of a Kafka install)")
+    kafka.add_argument("tool_args", nargs=argparse.REMAINDER, help="the tool's own arguments (--help lists them)")
+    kafka.set_defaults(handler=_kafka)
 
     topic = commands.add_parser("topic", help="create the events topic (or check an existing one)")
     topic.add_argument("--name", help="topic name (default: settings events_topic)")

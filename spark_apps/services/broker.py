@@ -226,7 +226,7 @@ class EmbeddedBroker:
         if self.is_running():
             return None
         java = java_binary()
-        classpath = _kafka_classpath(self.settings.kafka_jars_dir)
+        classpath = kafka_classpath(self.settings.kafka_jars_dir)
         for port in (self.node.port, self.node.controller_port):
             if port_in_use(self.node.host, port):
                 ports = "KAPPA_CLUSTER_KAFKA_PORT / KAPPA_CLUSTER_CONTROLLER_PORT" if self.quorum else \
@@ -345,7 +345,7 @@ def java_binary() -> str:
     return found
 
 
-def _kafka_classpath(jars_dir: Path) -> str:
+def kafka_classpath(jars_dir: Path) -> str:
     if not any(jars_dir.glob("kafka_2.13-*.jar")):
         raise BrokerError(f"the Kafka broker jars are missing in {jars_dir}; run `make jars`")
     return f"{jars_dir}/*"
