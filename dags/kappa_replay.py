@@ -43,10 +43,11 @@ SETTINGS = Settings.from_env()
 def kappa_replay():
     @task(retries=0)
     def confirm(*, params) -> str:
-        from airflow.sdk.exceptions import AirflowFailException
+        """A run without confirm=true is a deliberate no: it skips the replay and pages nobody."""
+        from airflow.sdk.exceptions import AirflowSkipException
 
         if not params["confirm"]:
-            raise AirflowFailException("a replay rebuilds every stream table from the whole log; trigger with "
+            raise AirflowSkipException("a replay rebuilds every stream table from the whole log; trigger with "
                                        "confirm=true")
         return params["pipeline"]
 

@@ -31,7 +31,8 @@ SETTINGS = Settings.from_env()
     **dag_arguments(SETTINGS),
 )
 def kappa_stream_supervisor():
-    @task(retries=0, on_failure_callback=[])
+    # A check that takes longer than its interval is hung: it fails (and the next run pages) instead of piling up.
+    @task(retries=0, on_failure_callback=[], execution_timeout=dt.timedelta(minutes=SETTINGS.supervise_every_min))
     def supervise() -> dict:
         """Start the stream if it is down; fail (after alerting, once per incident) when it is unhealthy."""
         from dataclasses import asdict

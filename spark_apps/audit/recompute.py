@@ -92,20 +92,29 @@ def _history(spark, path: str, limit: int | None = None) -> list:
 
 
 def version_for_batch(spark, path: str, app_id: str, batch_id: int) -> int:
-    """The newest version of a stream table that no later micro-batch of ``app_id`` has written.
+    """The newest version of a stream table that no later micro-batch of ``app_id`` has written: the version just
+    before that app's first commit of a later batch, or the newest version when there is none.
 
-    Auditing the latest batch needs only the newest commits, so those are read first.
+    Commits that are not the stream's (OPTIMIZE, VACUUM, the table's creation) carry no batch, change no row, and
+    never decide the answer: an OPTIMIZE after batch 7 does not reflect batch 5. Auditing the latest batch needs only
+    the newest commits, so those are read first.
     """
     for limit in (20, None):
         history = _history(spark, path, limit)
+        answer = history[0].version if history else None
         for row in history:
             meta = json.loads(row.userMetadata) if row.userMetadata else {}
-            if meta.get("app_id") == app_id and meta.get("batch_id", -1) > batch_id:
+            if "batch_id" not in meta:
                 continue
-            return row.version
+            if meta.get("app_id") == app_id and meta["batch_id"] > batch_id:
+                answer = row.version - 1
+                continue
+            return answer
         if limit is None or len(history) < limit:
             break
-    raise PlatformError(f"{path} has no version at or before batch {batch_id} of {app_id}")
+    if answer is None or answer < 0:
+        raise PlatformError(f"{path} has no version at or before batch {batch_id} of {app_id}")
+    return answer
 
 
 def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,

@@ -118,6 +118,8 @@ class Settings:
 
     task_retries: int = 2
     task_retry_delay_s: int = 60
+    # An Airflow task running longer than this fails (and pages): long enough for a full audit or a replay build.
+    task_timeout_s: int = 4 * 3600
     airflow_host: str = "127.0.0.1"
     # Services listen on loopback only; another address must be asked for explicitly.
     allow_remote: bool = False
@@ -150,7 +152,7 @@ class Settings:
         self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
-                     "kappa_audit_every_s", "task_retry_delay_s"):
+                     "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         if self.allowed_lateness_s < 0:
@@ -344,6 +346,7 @@ FIELD_DOCS: dict[str, str] = {
     "vacuum_retention_hours": "VACUUM keeps files every version of this many hours needs; at least 168.",
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",
     "task_retry_delay_s": "Delay between Airflow task retries, in seconds.",
+    "task_timeout_s": "Longest an Airflow task may run before it fails and pages (the supervisor's: its interval).",
     "airflow_host": "Address the Airflow API server and log server bind to.",
     "allow_remote": "Let KAPPA_KAFKA_HOST and KAPPA_AIRFLOW_HOST name a non-loopback address, to listen beyond "
                     "this machine.",

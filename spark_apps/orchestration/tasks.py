@@ -95,8 +95,9 @@ def dbt_source_views(settings) -> list[str]:
 
 
 def dag_arguments(settings) -> dict:
-    """What every DAG of the platform shares: no backfill, one run at a time, retries from settings, and a
-    page to on-call when a task finally fails."""
+    """What every DAG of the platform shares: no backfill, one run at a time, retries and a time limit per task from
+    settings (a hung child fails its task instead of blocking the DAG), and a page to on-call when a task finally
+    fails."""
     import datetime as dt
 
     from spark_apps.orchestration.notifier import KappaAlertNotifier
@@ -104,4 +105,5 @@ def dag_arguments(settings) -> dict:
     return {"start_date": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "catchup": False, "max_active_runs": 1,
             "default_args": {"owner": "kappa-platform", "retries": settings.task_retries,
                              "retry_delay": dt.timedelta(seconds=settings.task_retry_delay_s),
+                             "execution_timeout": dt.timedelta(seconds=settings.task_timeout_s),
                              "on_failure_callback": [KappaAlertNotifier()]}}

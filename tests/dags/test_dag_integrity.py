@@ -20,7 +20,7 @@ def parsed(tmp_path_factory) -> dict:
     home = tmp_path_factory.mktemp("dag-parse")
     settings = Settings(home=home)
     env = {**airflow_environment(settings), "KAPPA_HOME": str(home), "KAPPA_RECONCILE_SCHEDULE": "@daily",
-           "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4"}
+           "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4", "KAPPA_TASK_TIMEOUT_S": "5400"}
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"), "parse",
                            str(PROJECT_ROOT / "dags")], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -55,6 +55,13 @@ def test_tasks_retry_and_page_on_call_unless_they_alert_themselves(parsed):
             assert task["failure_callbacks"] == 1, (dag_id, task_id)
             if dag_id != "kappa_replay" or task_id != "confirm":
                 assert task["retries"] == 4, (dag_id, task_id)
+
+
+def test_every_task_has_a_time_limit_from_settings(parsed):
+    for dag_id, dag in parsed["dags"].items():
+        for task_id, task in dag["tasks"].items():
+            expected = 7 * 60 if dag_id == "kappa_stream_supervisor" else 5400
+            assert task["timeout_s"] == expected, (dag_id, task_id)
 
 
 def test_the_dbt_dag_runs_when_reconciliation_publishes_every_table_it_reads(parsed):

@@ -37,7 +37,8 @@ def parse(dags_folder: str) -> dict:
             "tags": sorted(dag.tags), "doc_md": bool(dag.doc_md), "schedule": str(dag.schedule),
             "fileloc": dag.fileloc,
             "topological": [t.task_id for t in dag.topological_sort()],
-            "tasks": {t.task_id: {"retries": t.retries, "failure_callbacks": len(t.on_failure_callback or [])}
+            "tasks": {t.task_id: {"retries": t.retries, "failure_callbacks": len(t.on_failure_callback or []),
+                                  "timeout_s": t.execution_timeout.total_seconds() if t.execution_timeout else None}
                       for t in dag.tasks},
         } for dag_id, dag in bag.dags.items()},
     }

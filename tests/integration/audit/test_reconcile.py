@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 
@@ -97,6 +98,18 @@ def test_a_table_version_picks_the_batch_it_reflects_and_every_table_is_aligned_
         align(spark, job.settings, PIPELINE, table="gold.nothing")
     with pytest.raises(PlatformError, match="has no stream table silver.nope; its tables: bronze.events_raw, "):
         audit(spark, job.settings, PIPELINE, only=["silver.nope"])
+
+
+def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_batches(spark, restarted_stream):
+    job = restarted_stream.job
+    gold = job.path(job.tables.gold("order_status"))
+    spark.sql(f"OPTIMIZE delta.`{gold}`")  # a maintenance commit, newer than every batch, without stream metadata
+    commits = spark.sql(f"DESCRIBE HISTORY delta.`{job.path(job.tables.commits)}`").collect()
+    first_batch_at = min(r.timestamp for r in commits if r.userMetadata and '"batch_id":0,' in r.userMetadata)
+    alignment = align(spark, job.settings, PIPELINE, as_of=first_batch_at.replace(tzinfo=dt.UTC))  # session: UTC
+    assert alignment.position.batch_id == 0
+    for name in (job.tables.bronze, job.tables.events, job.tables.gold("order_status")):
+        assert position_at(spark, job.path(name), alignment.versions[name]).batch_id == 0, name
 
 
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):

@@ -202,6 +202,33 @@ def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconcili
     assert (stream_settings.dbt_target_dir / "static_index.html").exists()
 
 
+def replay_dag_test(env: dict, logical_date: dt.datetime, confirm: bool) -> dict[str, str]:
+    """``dag.test()`` of the replay DAG with ``confirm``: each task's final state."""
+    script = ("import datetime as dt, json, sys\nfrom airflow.dag_processing.dagbag import DagBag\n"
+              "run = DagBag(dag_folder=sys.argv[1]).get_dag('kappa_replay').test(\n"
+              "    logical_date=dt.datetime.fromisoformat(sys.argv[2]), run_conf={'confirm': sys.argv[3] == 'yes'})\n"
+              "print(json.dumps({ti.task_id: str(ti.state) for ti in run.get_task_instances()}))")
+    done = subprocess.run([sys.executable, "-c", script, str(PROJECT_ROOT / "dags"), logical_date.isoformat(),
+                           "yes" if confirm else "no"], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_replay_triggered_without_confirm_is_skipped_and_pages_nobody(spark, served, webhook):
+    stream_settings, env = served
+    pages = len(webhook.bodies("/hook"))
+    tasks = replay_dag_test(env, dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=1), False)
+    assert set(tasks.values()) == {"skipped"} and len(tasks) == 6, tasks
+    assert len(webhook.bodies("/hook")) == pages, webhook.received
+    assert _generation_events(spark, stream_settings) == [], "nothing was built"
+
+
+def _generation_events(spark, settings) -> list:
+    from spark_apps.serving import generations
+
+    return generations.read(spark, settings, PIPELINE.name)
+
+
 def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_it(spark, served):
     """The manual replay DAG, confirmed: the rebuilt generation is exact (the stream's corrupted row is not in the
     log), so every view moves to it in its mode; no supervised stream ran, so none is started."""
@@ -210,14 +237,7 @@ def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_i
     stream_settings, env = served
     before = serving.current(spark, stream_settings, PIPELINE.name)
     logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    script = ("import datetime as dt, json, sys\nfrom airflow.dag_processing.dagbag import DagBag\n"
-              "run = DagBag(dag_folder=sys.argv[1]).get_dag('kappa_replay').test(\n"
-              "    logical_date=dt.datetime.fromisoformat(sys.argv[2]), run_conf={'confirm': True})\n"
-              "print(json.dumps({ti.task_id: str(ti.state) for ti in run.get_task_instances()}))")
-    done = subprocess.run([sys.executable, "-c", script, str(PROJECT_ROOT / "dags"), logical.isoformat()], env=env,
-                          capture_output=True, text=True, cwd=PROJECT_ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
-    tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    tasks = replay_dag_test(env, logical, True)
     assert set(tasks.values()) == {"success"} and len(tasks) == 6, tasks
     assert generations.active(spark, stream_settings, PIPELINE.name) == "g1"
     run_id = f"kappa_replay.{logical:%Y%m%dT%H%M%SZ}"
