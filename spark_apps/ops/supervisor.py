@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, dispatch, runbook
+from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
@@ -35,14 +36,15 @@ UNSUPERVISED_BEAT_S = 30.0
 # Lag beyond this many times max_lag_records pages on-call; below it a lagging stream is a warning.
 CRITICAL_LAG_FACTOR = 10
 STOP_TIMEOUT_S = 120.0
-_SUMMARIES = {"started": "was down, restarted", "down": "is down", "stalled": "is stalled", "lagging": "is lagging"}
+_SUMMARIES = {"started": "was down, restarted", "down": "is down", "stalled": "is stalled", "lagging": "is lagging",
+              "blind": "cannot be supervised"}
 
 
 @dataclass(frozen=True)
 class Health:
     """One verdict on the stream; ``detail`` is the line on-call reads first."""
 
-    status: str  # "ok" | "started" | "down" | "stalled" | "lagging"
+    status: str  # "ok" | "started" | "down" | "stalled" | "lagging" | "blind" (the log cannot be read)
     lag_records: int | None  # None until the stream reports its first progress
     lag_by_partition: dict[int, int]
     heartbeat_age_s: float | None
@@ -149,7 +151,7 @@ def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Al
     incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
     if health.status == "ok":
         return None
-    critical = health.status in ("down", "stalled") or (
+    critical = health.status in ("down", "stalled", "blind") or (
         health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
     pipeline = settings.pipeline
     anchor = "stream-down" if health.status == "started" else f"stream-{health.status}"
@@ -262,7 +264,13 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     now = time.time()
     pid = stream_pid(settings)
     heartbeat = read_heartbeat(settings)
-    log_end = log_end_offsets(settings, stream_topic(heartbeat, settings))
+    topic = stream_topic(heartbeat, settings)
+    log_end, blind = _log_end_or_why_not(settings, topic)
+    if blind:
+        # Without the log end neither lag nor a restart can be judged: page, start nothing.
+        health = Health("blind", None, {}, None, blind, pid=pid)
+        dispatch(settings, alert_for(health, settings, {}))
+        return health
     lag = lag_by_partition(heartbeat, log_end, settings)
     progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)
@@ -278,6 +286,19 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     if alert is not None:
         dispatch(settings, alert)
     return health
+
+
+def _log_end_or_why_not(settings: Settings, topic: str) -> tuple[dict[int, int], str]:
+    """The log end offsets of ``topic``, or why they cannot be read (broker unreachable, topic gone)."""
+    from kafka.errors import KafkaError
+
+    try:
+        log_end = log_end_offsets(settings, topic)
+    except (PlatformError, KafkaError) as exc:
+        return {}, f"cannot read the log end of {topic} from {settings.kafka_bootstrap_servers}: {exc}"
+    if not log_end:
+        return {}, f"topic {topic} has no partitions on {settings.kafka_bootstrap_servers} (deleted, or never created)"
+    return log_end, ""
 
 
 def _write_progress(settings: Settings, progress: dict | None) -> None:

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from spark_apps.cli import main
+from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import Settings
 from spark_apps.ops import supervisor
 from spark_apps.ops.supervisor import (
@@ -182,7 +183,29 @@ def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settin
     assert [(a.severity, a.dedup_key) for a in alerts] == [("critical", "stream:marketplace:down")]
 
 
-@pytest.mark.parametrize(("status", "code"), [("ok", 0), ("started", 0), ("down", 1), ("stalled", 1), ("lagging", 1)])
+@pytest.mark.parametrize(("log_end", "why"), [
+    (BrokerError("cannot reach Kafka at 127.0.0.1:1"), "cannot read the log end of shop.events from "),
+    ({}, "topic shop.events has no partitions on "),
+])
+def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings, monkeypatch, log_end, why):
+    alerts = []
+
+    def offsets(s, topic=None):
+        if isinstance(log_end, Exception):
+            raise log_end
+        return log_end
+
+    monkeypatch.setattr(supervisor, "log_end_offsets", offsets)
+    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    health = supervisor.supervise(settings)
+    assert health.status == "blind" and not health.healthy and health.detail.startswith(why)
+    assert [(a.severity, a.dedup_key, a.runbook.rsplit("#", 1)[1]) for a in alerts] == [
+        ("critical", "stream:marketplace:blind", "stream-blind")]
+
+
+@pytest.mark.parametrize(("status", "code"), [("ok", 0), ("started", 0), ("down", 1), ("stalled", 1), ("lagging", 1),
+                                              ("blind", 1)])
 def test_cli_supervise_prints_one_status_line_and_exits_non_zero_when_unhealthy(monkeypatch, capsys, tmp_path,
                                                                                  status, code):
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
