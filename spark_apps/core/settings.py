@@ -104,6 +104,9 @@ class Settings:
     supervise_every_min: int = 5
     stream_stall_s: int = 600
     max_lag_records: int = 50_000
+    # This many restarts by the supervisor within the window is a crash loop: the restart page turns critical.
+    crash_loop_restarts: int = 3
+    crash_loop_window_s: int = 3600
 
     # Serving: K consecutive exact reconciliations of distinct stream batches, spanning at least this long,
     # switch a gold table from the batch snapshot (lambda) to the stream table (kappa).
@@ -152,6 +155,7 @@ class Settings:
         self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
+                     "crash_loop_restarts", "crash_loop_window_s",
                      "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
@@ -338,6 +342,9 @@ FIELD_DOCS: dict[str, str] = {
     "supervise_every_min": "How often the kappa_stream_supervisor DAG checks the stream, in minutes.",
     "stream_stall_s": "The stream is stalled when it made no progress for this many seconds.",
     "max_lag_records": "The stream is lagging beyond this many records behind the log end (critical at ten times).",
+    "crash_loop_restarts": "Restarts by the supervisor within KAPPA_CRASH_LOOP_WINDOW_S that make a crash loop "
+                           "(a critical page instead of a warning).",
+    "crash_loop_window_s": "The window, in seconds, in which KAPPA_CRASH_LOOP_RESTARTS restarts are a crash loop.",
     "serving_exact_runs": "Consecutive exact reconciliations of distinct batches before a gold table serves kappa.",
     "serving_min_span_s": "Those runs must span at least this many seconds.",
     "reconcile_schedule": "Schedule of the kappa_reconcile DAG.",

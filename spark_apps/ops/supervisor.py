@@ -36,15 +36,15 @@ UNSUPERVISED_BEAT_S = 30.0
 # Lag beyond this many times max_lag_records pages on-call; below it a lagging stream is a warning.
 CRITICAL_LAG_FACTOR = 10
 STOP_TIMEOUT_S = 120.0
-_SUMMARIES = {"started": "was down, restarted", "down": "is down", "stalled": "is stalled", "lagging": "is lagging",
-              "blind": "cannot be supervised"}
+_SUMMARIES = {"started": "was down, restarted", "crash-loop": "keeps crashing", "down": "is down",
+              "stalled": "is stalled", "lagging": "is lagging", "blind": "cannot be supervised"}
 
 
 @dataclass(frozen=True)
 class Health:
     """One verdict on the stream; ``detail`` is the line on-call reads first."""
 
-    status: str  # "ok" | "started" | "down" | "stalled" | "lagging" | "blind" (the log cannot be read)
+    status: str  # "ok" | "started" | "crash-loop" | "down" | "stalled" | "lagging" | "blind" (log unreadable)
     lag_records: int | None  # None until the stream reports its first progress
     lag_by_partition: dict[int, int]
     heartbeat_age_s: float | None
@@ -54,6 +54,11 @@ class Health:
     @property
     def healthy(self) -> bool:
         return self.status in ("ok", "started")
+
+
+def recent_restarts(restarts: list[float], now_s: float, window_s: float) -> list[float]:
+    """The restart times (epoch seconds) within the window before ``now_s``, oldest first."""
+    return sorted(t for t in restarts if now_s - t <= window_s)
 
 
 # ---- pure ---------------------------------------------------------------------------------------------------------
@@ -151,7 +156,7 @@ def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Al
     incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
     if health.status == "ok":
         return None
-    critical = health.status in ("down", "stalled", "blind") or (
+    critical = health.status in ("down", "stalled", "blind", "crash-loop") or (
         health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
     pipeline = settings.pipeline
     anchor = "stream-down" if health.status == "started" else f"stream-{health.status}"
@@ -188,6 +193,10 @@ def pid_path(settings: Settings) -> Path:
 
 def log_path(settings: Settings) -> Path:
     return settings.log_dir / f"stream-{settings.pipeline}.log"
+
+
+def _restarts_path(settings: Settings) -> Path:
+    return settings.run_dir / f"{settings.pipeline}.restarts.json"
 
 
 def _progress_path(settings: Settings) -> Path:
@@ -280,8 +289,13 @@ def supervise(settings: Settings, start: bool = True) -> Health:
                             behind_since_s=progress["since_s"] if progress else None), pid=pid)
     if health.status == "down" and start:
         new_pid = start_stream(settings)
-        health = replace(health, status="started", pid=new_pid,
-                         detail=f"{health.detail}; started pid {new_pid}, log {log_path(settings)}")
+        restarts = [*recent_restarts(_read_json(_restarts_path(settings)) or [], now, settings.crash_loop_window_s),
+                    now]
+        _restarts_path(settings).write_text(json.dumps(restarts))
+        looping = len(restarts) >= settings.crash_loop_restarts
+        health = replace(health, status="crash-loop" if looping else "started", pid=new_pid,
+                         detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
+                                f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
     alert = alert_for(health, settings, log_end)
     if alert is not None:
         dispatch(settings, alert)

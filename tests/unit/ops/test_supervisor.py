@@ -17,6 +17,7 @@ from spark_apps.ops.supervisor import (
     is_stream_command,
     lag_by_partition,
     pid_path,
+    recent_restarts,
     stream_command,
     stream_process_alive,
     track_progress,
@@ -171,7 +172,25 @@ def test_supervise_starts_a_stream_that_is_down_and_warns(settings, monkeypatch)
     health = supervisor.supervise(settings)
     assert (health.status, health.pid, started) == ("started", 4242, [settings])
     assert [(a.severity, a.dedup_key) for a in alerts] == [("warning", "stream:marketplace:started")]
-    assert health.detail.endswith(f"started pid 4242, log {settings.log_dir / 'stream-marketplace.log'}")
+    assert health.detail.endswith(f"started pid 4242 (restart 1 within 3600s), log "
+                                  f"{settings.log_dir / 'stream-marketplace.log'}")
+
+
+def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settings, monkeypatch):
+    alerts, clock = [], iter([1000.0, 1600.0, 2200.0, 9000.0])
+    looping = settings.with_overrides(crash_loop_restarts=3, crash_loop_window_s=3600)
+    monkeypatch.setattr(supervisor.time, "time", lambda: next(clock))
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "start_stream", lambda s: s.run_dir.mkdir(parents=True, exist_ok=True) or 4242)
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    statuses = [supervisor.supervise(looping).status for _ in range(4)]
+    assert statuses == ["started", "started", "crash-loop", "started"], "the fourth is an hour after the first two"
+    assert [(a.severity, a.dedup_key) for a in alerts][2] == ("critical", "stream:marketplace:crash-loop")
+    assert alerts[2].runbook.endswith("#stream-crash-loop") and "restart 3 within 3600s" in alerts[2].summary
+
+
+def test_recent_restarts_keep_only_those_within_the_window():
+    assert recent_restarts([50.0, 10.0, 400.0, 100.0], now_s=400.0, window_s=300) == [100.0, 400.0]
 
 
 def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settings, monkeypatch):
