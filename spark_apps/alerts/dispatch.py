@@ -59,6 +59,7 @@ class Alert:
     runbook: str = RUNBOOK
     alert_id: str = field(default_factory=_new_id)
     raised_at: dt.datetime = field(default_factory=_utc_now)
+    resolves: bool = False  # the condition of ``dedup_key`` has cleared: PagerDuty resolves the incident
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
@@ -72,7 +73,12 @@ class Alert:
                 "summary": self.summary, "source": self.source, "dedup_key": self.dedup_key, "table": self.table,
                 "offsets": {str(p): int(o) for p, o in self.offsets.items()},
                 "versions": {str(t): int(v) for t, v in self.versions.items()},
-                "details": self.details, "runbook": self.runbook}
+                "details": self.details, "runbook": self.runbook, "action": "resolve" if self.resolves else "trigger"}
+
+
+def resolution(dedup_key: str, source: str, summary: str) -> Alert:
+    """The alert that closes the incident of ``dedup_key``: info to the chat sinks, a resolve to PagerDuty."""
+    return Alert(severity="info", summary=f"resolved: {summary}", source=source, dedup_key=dedup_key, resolves=True)
 
 
 def raise_alert(spark, settings: Settings, alert: Alert) -> list[Delivery]:

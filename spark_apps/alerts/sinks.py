@@ -51,12 +51,13 @@ def webhook_payload(alert: Alert) -> dict[str, Any]:
 
 def slack_payload(alert: Alert) -> dict[str, Any]:
     """A Slack incoming-webhook message: ``text`` for notifications and clients without blocks, ``blocks`` to read."""
-    title = f"{alert.severity.upper()}: {alert.source or 'kappa-audit'}"
+    label = "RESOLVED" if alert.resolves else alert.severity.upper()
+    title = f"{label}: {alert.source or 'kappa-audit'}"
     fields = [("Severity", alert.severity), ("Table", alert.table or "-"), ("Dedup key", alert.dedup_key),
               ("Offsets", _pairs(alert.offsets, "p")), ("Versions", _pairs(alert.versions)),
               ("Runbook", alert.runbook)]
     return {
-        "text": _cut(f"[{alert.severity.upper()}] {_escape(alert.summary)} (dedup key {_escape(alert.dedup_key)}; "
+        "text": _cut(f"[{label}] {_escape(alert.summary)} (dedup key {_escape(alert.dedup_key)}; "
                      f"runbook {_escape(alert.runbook)})", SLACK_TEXT_MAX),
         "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": _cut(title, SLACK_HEADER_MAX)}},
@@ -71,7 +72,11 @@ def slack_payload(alert: Alert) -> dict[str, Any]:
 
 
 def pagerduty_payload(alert: Alert, routing_key: str) -> dict[str, Any]:
-    """A PagerDuty Events API v2 trigger; the dedup key folds a repeating condition into one incident."""
+    """A PagerDuty Events API v2 trigger; the dedup key folds a repeating condition into one incident, and a
+    resolving alert closes that incident."""
+    if alert.resolves:
+        return {"routing_key": routing_key, "event_action": "resolve",
+                "dedup_key": alert.dedup_key[:PAGERDUTY_DEDUP_KEY_MAX]}
     payload: dict[str, Any] = {
         "summary": _cut(alert.summary, PAGERDUTY_SUMMARY_MAX),
         "source": alert.source or "kappa-audit",

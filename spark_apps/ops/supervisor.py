@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from spark_apps.alerts.dispatch import Alert, dispatch, runbook
+from spark_apps.alerts.dispatch import Alert, dispatch, resolution, runbook
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings
@@ -54,6 +54,13 @@ class Health:
     @property
     def healthy(self) -> bool:
         return self.status in ("ok", "started")
+
+
+def incident_changes(open_keys: list[str], raised: Alert | None) -> tuple[list[str], list[str]]:
+    """(incidents whose condition cleared, incidents open after this round): a condition not raised this round has
+    cleared, so its dedup key is resolved."""
+    current = [raised.dedup_key] if raised is not None else []
+    return [key for key in open_keys if key not in current], current
 
 
 def recent_restarts(restarts: list[float], now_s: float, window_s: float) -> list[float]:
@@ -195,6 +202,10 @@ def log_path(settings: Settings) -> Path:
     return settings.log_dir / f"stream-{settings.pipeline}.log"
 
 
+def _incidents_path(settings: Settings) -> Path:
+    return settings.run_dir / f"{settings.pipeline}.incidents.json"
+
+
 def _restarts_path(settings: Settings) -> Path:
     return settings.run_dir / f"{settings.pipeline}.restarts.json"
 
@@ -277,9 +288,7 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     log_end, blind = _log_end_or_why_not(settings, topic)
     if blind:
         # Without the log end neither lag nor a restart can be judged: page, start nothing.
-        health = Health("blind", None, {}, None, blind, pid=pid)
-        dispatch(settings, alert_for(health, settings, {}))
-        return health
+        return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {})
     lag = lag_by_partition(heartbeat, log_end, settings)
     progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)
@@ -296,9 +305,19 @@ def supervise(settings: Settings, start: bool = True) -> Health:
         health = replace(health, status="crash-loop" if looping else "started", pid=new_pid,
                          detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
                                 f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
+    return _tell_on_call(settings, health, log_end)
+
+
+def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int]) -> Health:
+    """Page the verdict if it is a condition, and resolve every incident of an earlier round that has cleared."""
     alert = alert_for(health, settings, log_end)
+    cleared, still_open = incident_changes(_read_json(_incidents_path(settings)) or [], alert)
+    for key in cleared:
+        dispatch(settings, resolution(key, "supervisor", f"{key}; the stream is now {health.status}: {health.detail}"))
     if alert is not None:
         dispatch(settings, alert)
+    _incidents_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    _incidents_path(settings).write_text(json.dumps(still_open))
     return health
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_apps.alerts import sinks as alert_sinks
-from spark_apps.alerts.dispatch import Alert, runbook
+from spark_apps.alerts.dispatch import Alert, resolution, runbook
 from spark_apps.alerts.sinks import Delivery, deliver, pagerduty_payload, slack_payload, webhook_payload
 from spark_apps.core.settings import Settings
 from spark_apps.services.processes import free_port
@@ -133,7 +133,15 @@ def test_webhook_payload_is_the_whole_alert_with_an_iso_timestamp():
         "alert_id": alert.alert_id, "raised_at": "2026-03-01T12:30:00+00:00", "severity": "critical",
         "summary": alert.summary, "source": "auditor", "dedup_key": alert.dedup_key, "table": alert.table,
         "offsets": {"0": 120, "1": 98}, "versions": {"gold.merchant_revenue": 7}, "details": {"run_id": "r1"},
-        "runbook": "docs/runbook.md#reconciliation-mismatch"}
+        "runbook": "docs/runbook.md#reconciliation-mismatch", "action": "trigger"}
+
+
+def test_a_resolution_resolves_the_pagerduty_incident_and_tells_the_chat_sinks_it_cleared():
+    cleared = resolution("stream:marketplace:down", "supervisor", "stream:marketplace:down; the stream is now ok")
+    assert pagerduty_payload(cleared, "KEY") == {"routing_key": "KEY", "event_action": "resolve",
+                                                 "dedup_key": "stream:marketplace:down"}
+    assert slack_payload(cleared)["text"].startswith("[RESOLVED] resolved: stream:marketplace:down")
+    assert webhook_payload(cleared)["action"] == "resolve" and webhook_payload(cleared)["severity"] == "info"
 
 
 def test_every_configured_sink_receives_the_alert_as_json(receiver, tmp_path):

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from spark_apps.alerts.dispatch import Alert
 from spark_apps.cli import main
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import Settings
@@ -14,6 +15,7 @@ from spark_apps.ops.supervisor import (
     Health,
     alert_for,
     assess,
+    incident_changes,
     is_stream_command,
     lag_by_partition,
     pid_path,
@@ -185,8 +187,35 @@ def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settin
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     statuses = [supervisor.supervise(looping).status for _ in range(4)]
     assert statuses == ["started", "started", "crash-loop", "started"], "the fourth is an hour after the first two"
-    assert [(a.severity, a.dedup_key) for a in alerts][2] == ("critical", "stream:marketplace:crash-loop")
-    assert alerts[2].runbook.endswith("#stream-crash-loop") and "restart 3 within 3600s" in alerts[2].summary
+    raised = [a for a in alerts if not a.resolves]
+    assert [(a.severity, a.dedup_key) for a in raised][2] == ("critical", "stream:marketplace:crash-loop")
+    assert raised[2].runbook.endswith("#stream-crash-loop") and "restart 3 within 3600s" in raised[2].summary
+
+
+def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_holds(settings, monkeypatch):
+    alerts, running = [], []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77 if running else None)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {
+        "written_at_epoch_s": supervisor.time.time(), "end_offsets": {"shop.events": {"0": 10}}} if running else None)
+    assert supervisor.supervise(settings, start=False).status == "down"
+    assert supervisor.supervise(settings, start=False).status == "down"
+    running.append(True)
+    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings).write_text("77\n")
+    assert supervisor.supervise(settings, start=False).status == "ok"
+    assert supervisor.supervise(settings, start=False).status == "ok"
+    assert [(a.dedup_key, a.resolves) for a in alerts] == [
+        ("stream:marketplace:down", False), ("stream:marketplace:down", False), ("stream:marketplace:down", True)]
+
+
+def test_incident_changes_resolve_what_was_open_and_is_not_raised_again():
+    raised = Alert(severity="critical", summary="s", source="supervisor", dedup_key="stream:p:stalled")
+    assert incident_changes(["stream:p:down"], raised) == (["stream:p:down"], ["stream:p:stalled"])
+    assert incident_changes(["stream:p:stalled"], raised) == ([], ["stream:p:stalled"])
+    assert incident_changes(["stream:p:stalled"], None) == (["stream:p:stalled"], [])
 
 
 def test_recent_restarts_keep_only_those_within_the_window():
