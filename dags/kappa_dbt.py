@@ -1,8 +1,10 @@
 """
-### dbt models over the reconciled serving tables (on every reconciliation)
+### dbt models over the reconciled serving tables (on every reconciliation, and on its own schedule)
 
 Scheduled on the Asset events `kappa_reconcile` publishes, one per served gold table
-(`serving.<table>`): it runs once every table the dbt project reads has been reconciled again.
+(`serving.<table>`): it runs once every table the dbt project reads has been reconciled again. It also
+runs on `KAPPA_DBT_SCHEDULE` (hourly): once every table serves from the stream the batch audits only every
+`KAPPA_KAPPA_AUDIT_EVERY_S`, and the marts must not go stale with it.
 Each step is a child `kappa dbt ...` process on the platform's own Spark session:
 
 1. `freshness`: `dbt source freshness` on the serving views (a stale source pages as a warning);
@@ -18,7 +20,7 @@ on-call (runbook: `docs/runbook.md#dbt-failed`); the marts downstream of it keep
 
 from __future__ import annotations
 
-from airflow.sdk import dag, task
+from airflow.sdk import AssetAll, AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 
 from spark_apps.core.settings import Settings
 from spark_apps.orchestration.tasks import dag_arguments, dbt_source_views, serving_asset
@@ -29,7 +31,8 @@ SOURCES = [serving_asset(SETTINGS.pipeline, view) for view in dbt_source_views(S
 
 @dag(
     dag_id="kappa_dbt",
-    schedule=SOURCES,
+    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable(SETTINGS.dbt_schedule, timezone="UTC"),
+                                 assets=AssetAll(*SOURCES)),
     tags=["kappa", "dbt", "marts"],
     doc_md=__doc__,
     **dag_arguments(SETTINGS),

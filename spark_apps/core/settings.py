@@ -113,6 +113,8 @@ class Settings:
     serving_exact_runs: int = 3
     serving_min_span_s: int = 7200
     reconcile_schedule: str = "@hourly"
+    # The dbt DAG also runs on this schedule, so the marts stay fresh while audits are skipped.
+    dbt_schedule: str = "@hourly"
     # Once every gold table serves from the stream, the batch only audits, this often.
     kappa_audit_every_s: int = 21_600
 
@@ -348,6 +350,7 @@ FIELD_DOCS: dict[str, str] = {
     "serving_exact_runs": "Consecutive exact reconciliations of distinct batches before a gold table serves kappa.",
     "serving_min_span_s": "Those runs must span at least this many seconds.",
     "reconcile_schedule": "Schedule of the kappa_reconcile DAG.",
+    "dbt_schedule": "Cron schedule (UTC) on which the kappa_dbt DAG runs besides every reconciliation.",
     "kappa_audit_every_s": "Once every gold table serves kappa, the batch audits only this often, in seconds.",
     "maintenance_schedule": "Schedule of the kappa_maintenance DAG.",
     "vacuum_retention_hours": "VACUUM keeps files every version of this many hours needs; at least 168.",

@@ -20,7 +20,8 @@ def parsed(tmp_path_factory) -> dict:
     home = tmp_path_factory.mktemp("dag-parse")
     settings = Settings(home=home)
     env = {**airflow_environment(settings), "KAPPA_HOME": str(home), "KAPPA_RECONCILE_SCHEDULE": "@daily",
-           "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4", "KAPPA_TASK_TIMEOUT_S": "5400"}
+           "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4", "KAPPA_TASK_TIMEOUT_S": "5400",
+           "KAPPA_DBT_SCHEDULE": "15 */2 * * *"}
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"), "parse",
                            str(PROJECT_ROOT / "dags")], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -69,6 +70,12 @@ def test_the_dbt_dag_runs_when_reconciliation_publishes_every_table_it_reads(par
     for view in ("serving.merchant_revenue", "serving.order_status", "serving.customer_sessions"):
         assert f"kappa://marketplace/{view}" in dbt["schedule"]
     assert dbt["topological"] == ["freshness", "build", "docs", "verdict"]
+
+
+def test_the_dbt_dag_also_refreshes_the_marts_on_its_own_schedule_while_audits_are_skipped(parsed):
+    schedule = parsed["dags"]["kappa_dbt"]["schedule"]
+    assert schedule.startswith("Asset or 15 */2 * * *") and schedule.count("kappa://marketplace/serving.") == 3
+    assert "AssetAll(" in schedule, "the asset trigger still waits for every table it reads"
 
 
 def test_the_replay_dag_swaps_only_behind_the_reconciliation_gate(parsed):

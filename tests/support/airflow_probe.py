@@ -14,6 +14,14 @@ import sys
 HEAVY_MODULES = ("pyspark", "py4j", "delta", "kafka", "great_expectations", "dbt")
 
 
+def schedule_text(dag) -> str:
+    """The schedule as text: a timetable that also waits for Assets shows both its time summary and its Assets."""
+    inner, condition = getattr(dag.timetable, "timetable", None), getattr(dag.timetable, "asset_condition", None)
+    if inner is not None and condition is not None:
+        return f"Asset or {inner.expression} | {condition}"
+    return str(dag.schedule)
+
+
 def parse(dags_folder: str) -> dict:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -34,7 +42,7 @@ def parse(dags_folder: str) -> dict:
         "heavy_modules": sorted(m for m in loaded if m.split(".")[0] in HEAVY_MODULES),
         "connections": connections,
         "dags": {dag_id: {
-            "tags": sorted(dag.tags), "doc_md": bool(dag.doc_md), "schedule": str(dag.schedule),
+            "tags": sorted(dag.tags), "doc_md": bool(dag.doc_md), "schedule": schedule_text(dag),
             "fileloc": dag.fileloc,
             "topological": [t.task_id for t in dag.topological_sort()],
             "tasks": {t.task_id: {"retries": t.retries, "failure_callbacks": len(t.on_failure_callback or []),
