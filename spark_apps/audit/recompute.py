@@ -160,7 +160,20 @@ def table_versions(spark, settings: Settings, pipeline: Pipeline, position: Stre
             for t in stream_tables(pipeline, generation)}
 
 
-def check_retention(spark, settings: Settings, position: StreamPosition, source: str) -> None:
+def check_log_complete(spark, settings: Settings, topic: str, source: str, what: str) -> None:
+    """Refuse (and alert) unless every partition of ``topic`` still starts at offset 0: what a rebuild from the
+    whole log (a replay) needs, or it would be built, and reconciled "exact", from a log that lost its head."""
+    from spark_apps.io.topics import partition_offsets
+
+    available = partition_offsets(settings, topic)
+    whole = StreamPosition(table_version=-1, app_id="", batch_id=-1, topic=topic,
+                           start_offsets={p: 0 for p in available},
+                           end_offsets={p: latest for p, (_, latest) in available.items()})
+    check_retention(spark, settings, whole, source, what)
+
+
+def check_retention(spark, settings: Settings, position: StreamPosition, source: str,
+                    what: str = "batch recompute") -> None:
     """Refuse (and alert) unless the log still holds every offset from the stream's start to ``O``."""
     from spark_apps.io.topics import partition_offsets
 
@@ -180,7 +193,7 @@ def check_retention(spark, settings: Settings, position: StreamPosition, source:
         if latest < end:
             problems.append(f"partition {partition} ends at {latest}, before {end}")
     if problems:
-        summary = (f"batch recompute of {position.topic} refused: the log no longer holds what the stream "
+        summary = (f"{what} of {position.topic} refused: the log no longer holds what the stream "
                    f"consumed: {'; '.join(problems)}")
         raise_alert(spark, settings, Alert(
             severity="critical", summary=summary, source=source, dedup_key=f"retention:{position.topic}",

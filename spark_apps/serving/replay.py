@@ -25,6 +25,7 @@ from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.audit import ledger
+from spark_apps.audit.recompute import check_log_complete
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
@@ -213,9 +214,12 @@ def run_action(spark, settings: Settings, pipeline: Pipeline, spec: str, action:
 
 def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generation: str | None = None,
           reason: str = "") -> Build:
-    """Stream a new generation from offset 0 until caught up (or resume an interrupted build), beside the active one."""
+    """Stream a new generation from offset 0 until caught up (or resume an interrupted build), beside the active one;
+    refused (and alerted) when the log no longer starts at offset 0."""
     from spark_apps.stream.job import StreamJob
 
+    check_log_complete(spark, settings, pipeline.source_topic(settings), source=f"replay ({pipeline.name})",
+                       what=f"replay of {pipeline.name}")
     events = generations.read(spark, settings, pipeline.name)
     name = generations.check_name(generation) if generation else (
         generations.resumable(events) or generations.next_name(events))

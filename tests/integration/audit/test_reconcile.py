@@ -19,6 +19,7 @@ from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE, WINDOW_S
+from spark_apps.serving import generations, replay
 
 pytestmark = pytest.mark.integration
 
@@ -252,3 +253,10 @@ def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, set
         check_retention(spark, local, position, source="test")
     alert = spark.read.format("delta").load(str(table_path(local, "audit.alerts"))).first()
     assert alert.severity == "critical" and alert.dedup_key == f"retention:{topic}"
+
+    # A replay would rebuild from the whole log and reconcile against the same truncated log: refused first.
+    replaying = local.with_overrides(events_topic=topic, checkpoint_root=tmp_path / "checkpoints")
+    with pytest.raises(RetentionError, match=rf"replay of marketplace of {topic} refused: .*partition 0 lost"):
+        replay.build(spark, replaying, PIPELINE)
+    assert generations.read(spark, replaying, PIPELINE.name) == [], "no generation is started"
+    assert not (tmp_path / "checkpoints").exists(), "nothing was streamed"
