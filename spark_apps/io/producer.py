@@ -83,7 +83,7 @@ class FileRecord:
 # How long a batch may wait for more records: long when sending flat out (fewer, fuller requests; batches that
 # fill are sent at once anyway), short when paced, where waiting would only add latency.
 THROUGHPUT_LINGER_MS = 200
-PACED_LINGER_MS = 5
+PACED_LINGER_MS = 20
 
 
 def make_producer(settings: Settings, linger_ms: int = PACED_LINGER_MS):
