@@ -66,15 +66,36 @@ def plain_append_limit(spark, settings: Settings, out: Path) -> dict:
 
 
 class TimedStreamJob(StreamJob):
-    """The platform's stream job, noting when each micro-batch became visible in gold (all of its commits done)."""
+    """The platform's stream job, noting when each micro-batch became visible in gold (all of its commits done)
+    and how many Spark jobs it started.
+
+    ``foreachBatch`` runs each batch in the driver's Python thread, so a job group set there for the batch tags
+    every job the batch's work starts from that thread (no SparkListener needed); the count is read right after
+    the batch, while the status tracker still holds its jobs.
+    """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.visible_at: dict[int, float] = {}
+        self.jobs: dict[int, int] = {}
 
     def process_batch(self, batch_df, batch_id: int) -> None:
-        super().process_batch(batch_df, batch_id)
-        self.visible_at[batch_id] = time.time()
+        context = batch_df.sparkSession.sparkContext
+        group = f"kappa-bench-{self.app_id}-{batch_id}-{time.monotonic_ns()}"
+        context.setJobGroup(group, f"bench micro-batch {batch_id}")
+        try:
+            super().process_batch(batch_df, batch_id)
+            self.visible_at[batch_id] = time.time()
+        finally:
+            self.jobs[batch_id] = len(context.statusTracker().getJobIdsForGroup(group))
+            context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
+
+
+def _per_batch(job: TimedStreamJob, batches) -> list[dict]:
+    return [{"batch_id": b.batch_id, "records": b.records, "seconds": round(b.duration_s, 3),
+             "jobs": job.jobs.get(b.batch_id), "stages": {k: round(v, 3) for k, v in b.stage_seconds.items()}}
+            for b in batches]
 
 
 def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
@@ -90,8 +111,8 @@ def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
             "batches": len(batches),
             "batch_duration_s": stats.percentiles([b.duration_s for b in batches]),
             "stage_seconds": stats.stage_totals(b.stage_seconds for b in batches),
-            "per_batch": [{"batch_id": b.batch_id, "records": b.records, "seconds": round(b.duration_s, 3),
-                           "stages": {k: round(v, 3) for k, v in b.stage_seconds.items()}} for b in batches]}
+            "jobs_per_batch": stats.jobs_per_batch({b.batch_id: job.jobs[b.batch_id] for b in batches}),
+            "per_batch": _per_batch(job, batches)}
 
 
 def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: float, seconds: float,
@@ -119,12 +140,14 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
     low = {p: min(r[0].get(p, 0) for r in ranges.values()) for p in {p for r in ranges.values() for p in r[1]}}
     rows = bronze.where(" OR ".join(f"(partition = {p} AND offset >= {o})" for p, o in low.items()) or "false") \
         .selectExpr("partition", "offset", "CAST(log_append_time AS DOUBLE) AS appended").collect()
-    latencies = stats.record_latencies(((r.partition, r.offset, r.appended) for r in rows), ranges, timed)
-    batch_seconds = [b.duration_s for b in job.stats if b.batch_id >= first_batch]
+    points = stats.record_latencies(((r.partition, r.offset, r.appended) for r in rows), ranges, timed)
+    latencies = [latency for _, latency in points]
+    batches = [b for b in job.stats if b.batch_id >= first_batch]
     return {"target_rate": rate, "produced": produced, "records_timed": len(latencies),
             "latency_s": stats.percentiles(latencies), "max_latency_s": round(max(latencies, default=0), 3),
-            "batches": len(timed), "batch_duration_s": stats.percentiles(batch_seconds),
-            "trigger_interval_s": settings.trigger_interval_s}
+            "batches": len(timed), "batch_duration_s": stats.percentiles([b.duration_s for b in batches]),
+            "trigger_interval_s": settings.trigger_interval_s, "timeline": stats.latency_timeline(points),
+            "per_batch": _per_batch(job, batches)}
 
 
 def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:

@@ -29,6 +29,37 @@ def _latency(doc: dict) -> str:
     return hbars(rows, COLOURS[1])
 
 
+def _latency_over_time(doc: dict) -> str:
+    series = {}
+    for run in doc.get("latency", []):
+        rate = f'{run["target_rate"]:,.0f}/s'
+        series[f"{rate} p50"] = [(b["t_s"], b["p50"]) for b in run.get("timeline", [])]
+        series[f"{rate} max"] = [(b["t_s"], b["max"]) for b in run.get("timeline", [])]
+    return scatter(series, "seconds since the run's first append", "latency seconds")
+
+
+def _jobs(doc: dict) -> str:
+    jobs = doc.get("jobs_per_batch") or {}
+    if not jobs.get("batches"):
+        return "<p>not measured in this run</p>"
+    return (f"<p>{jobs['total']:,} Spark jobs over {jobs['batches']} catch-up micro-batches: "
+            f"mean {_n(jobs['mean'], 1)}, p50 {_n(jobs['p50'])}, max {_n(jobs['max'])} a batch.</p>")
+
+
+def _batch_cost(doc: dict) -> str:
+    growth = doc.get("batch_cost_growth") or {}
+    points = growth.get("points", [])
+    chart = scatter({"micro-batch": [(p["rows_before"], p["seconds"]) for p in points]},
+                    "table rows before the batch", "batch seconds")
+    if not points:
+        return chart
+    small, large = growth["small"], growth["large"]
+    return chart + (f"<p>p50 batch seconds with at most {growth['small_max_rows']:,} rows in the tables: "
+                    f"{_n(small['p50_s'], 1)} s ({small['batches']} batches); with at least "
+                    f"{growth['large_min_rows']:,}: {_n(large['p50_s'], 1)} s ({large['batches']} batches); "
+                    f"ratio {_n(growth['ratio'], 2)}.</p>")
+
+
 def _recompute(doc: dict) -> str:
     rows = []
     for size in doc.get("sizes", []):
@@ -74,7 +105,10 @@ start {escape(doc.get("machine", {}).get("load_at_start"))}, at end {escape(doc.
 <h2>Throughput</h2>{_throughput(doc)}
 <h2>Where a platform micro-batch spends its time (summed over batches)</h2>{_stages(doc)}
 <h2>Platform micro-batch durations</h2>{_batches(doc)}
+<h2>Spark jobs per platform micro-batch</h2>{_jobs(doc)}
+<h2>Micro-batch cost against table size (every batch of the run)</h2>{_batch_cost(doc)}
 <h2>End to end latency, log append to visible in gold</h2>{_latency(doc)}
+<h2>Latency over the latency runs (per 5 s of log append time)</h2>{_latency_over_time(doc)}
 <h2>Batch recompute and reconciliation</h2>{_recompute(doc)}<ul>{growth}</ul>
 <h2>Gold MERGE cost as the table grows</h2>{_merge(doc)}
 <h2>Machine</h2><table>{_machine(doc)}</table>""")

@@ -36,22 +36,49 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+# What a run measures unless told otherwise: the full run, and ``--quick``'s short one (one size, one rate).
+FULL = {"sizes": [250_000, 1_000_000], "rates": [1000, 5000], "latency_seconds": 60}
+QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
-    parser.add_argument("--sizes", type=_positive_ints, default=[250_000, 1_000_000],
-                        help="log sizes (events) at which to stream, recompute and reconcile, ascending")
-    parser.add_argument("--rates", type=_positive_ints, default=[1000, 5000],
-                        help="input rates (events/s) for the end-to-end latency runs")
-    parser.add_argument("--latency-seconds", type=int, default=60, help="how long each latency run produces")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a short run: sizes {QUICK['sizes'][0]:,}, latency at {QUICK['rates'][0]:,}/s for "
+                             f"{QUICK['latency_seconds']}s (about 15 minutes on 2 cores); --sizes, --rates and "
+                             "--latency-seconds still override it")
+    parser.add_argument("--sizes", type=_positive_ints, default=None,
+                        help=f"log sizes (events) at which to stream, recompute and reconcile, ascending "
+                             f"(default {','.join(map(str, FULL['sizes']))})")
+    parser.add_argument("--rates", type=_positive_ints, default=None,
+                        help=f"input rates (events/s) for the end-to-end latency runs "
+                             f"(default {','.join(map(str, FULL['rates']))})")
+    parser.add_argument("--latency-seconds", type=int, default=None,
+                        help=f"how long each latency run produces (default {FULL['latency_seconds']})")
     parser.add_argument("--batch", type=int, default=Settings().max_offsets_per_trigger,
                         help="maxOffsetsPerTrigger of the limit and the platform (default: the platform's setting)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench.json and bench.html")
     args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     if args.sizes != sorted(set(args.sizes)):
         parser.error("--sizes must be ascending and distinct")
     if args.latency_seconds <= 0 or args.batch <= 0:
         parser.error("--latency-seconds and --batch must be above 0")
     return args
+
+
+def batch_summaries(doc: dict) -> dict:
+    """``jobs_per_batch`` over the platform's catch-up batches of every size, and ``batch_cost_growth`` over every
+    micro-batch of the run in the order they ran (catch-up at each size, then the latency runs): all of them append
+    to the same tables, so a batch's table size is the records of the batches before it."""
+    catch_up = [b for size in doc.get("sizes", []) for b in (size.get("stream") or {}).get("per_batch", [])]
+    every = catch_up + [b for run in doc.get("latency", []) for b in run.get("per_batch", [])]
+    points = stats.table_size_points(every)
+    return {"jobs_per_batch": stats.jobs_per_batch({i: b["jobs"] for i, b in enumerate(catch_up)
+                                                    if b.get("jobs") is not None}),
+            "batch_cost_growth": {**stats.batch_cost_growth(points), "points": points}}
 
 
 def machine_facts(spark) -> dict:
@@ -79,6 +106,7 @@ class Run:
         log.info("[%d/%d] %s", self.step, self.steps, what)
 
     def save(self) -> None:
+        self.doc.update(batch_summaries(self.doc))
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "bench.json").write_text(json.dumps(self.doc, indent=2) + "\n")
         (self.out / "bench.html").write_text(render(self.doc))
@@ -96,6 +124,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     spark = get_spark(settings, "kappa-bench")
     doc = run.doc
     doc["machine"] = machine_facts(spark)
+    doc["quick"] = args.quick
     doc["settings"] = {"topic_partitions": settings.topic_partitions, "max_offsets_per_trigger": args.batch,
                        "shuffle_partitions": settings.spark_shuffle_partitions,
                        "trigger_interval_s": settings.trigger_interval_s}

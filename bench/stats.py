@@ -1,4 +1,5 @@
-"""Pure arithmetic over what the benchmark measured: percentiles, per-record latency, MERGE cost, growth."""
+"""Pure arithmetic over what the benchmark measured: percentiles, per-record latency, MERGE cost, growth, Spark
+jobs per micro-batch and micro-batch cost against table size."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def rate(count: int, seconds: float) -> float:
 
 
 def record_latencies(records: Iterable[tuple[int, int, float]], batch_ranges: Mapping[int, tuple[Offsets, Offsets]],
-                     visible_at: Mapping[int, float]) -> list[float]:
-    """Seconds from each record's log append to the moment its micro-batch made it visible in gold.
+                     visible_at: Mapping[int, float]) -> list[tuple[float, float]]:
+    """Per record, ``(appended_at, latency)``: its log append time and the seconds from it to the moment its
+    micro-batch made it visible in gold.
 
     ``records`` are ``(partition, offset, appended_at_epoch_s)``; ``batch_ranges`` maps a batch id to its
     ``(start, end)`` offsets per partition (end exclusive, as Spark's offset log has them). A record of no
@@ -51,7 +53,7 @@ def record_latencies(records: Iterable[tuple[int, int, float]], batch_ranges: Ma
         ranges = starts.get(partition, [])
         index = bisect.bisect_right(ranges, (offset, math.inf, math.inf)) - 1
         if index >= 0 and ranges[index][0] <= offset < ranges[index][1]:
-            latencies.append(visible_at[ranges[index][2]] - appended_at)
+            latencies.append((appended_at, visible_at[ranges[index][2]] - appended_at))
     return latencies
 
 
@@ -113,3 +115,59 @@ def stage_totals(batches: Iterable[Mapping[str, float]]) -> dict[str, float]:
         for stage, seconds in stages.items():
             totals[stage] = totals.get(stage, 0.0) + seconds
     return {k: round(v, 2) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])}
+
+
+def latency_timeline(points: Iterable[tuple[float, float]], bucket_s: float = 5.0) -> list[dict]:
+    """Latency over a run: per ``bucket_s`` of log append time (seconds since the first append), how many records
+    were appended and their p50 and max latency; what a chart of latency against time needs, in a few rows."""
+    ordered = sorted(points)
+    if not ordered:
+        return []
+    start = ordered[0][0]
+    buckets: dict[int, list[float]] = {}
+    for appended_at, latency in ordered:
+        buckets.setdefault(int((appended_at - start) // bucket_s), []).append(latency)
+    return [{"t_s": round(index * bucket_s, 1), "records": len(values), "p50": percentiles(values, (50,))["p50"],
+             "max": round(max(values), 3)} for index, values in sorted(buckets.items())]
+
+
+def jobs_per_batch(jobs_by_batch: Mapping[int, int]) -> dict:
+    """Spark jobs a micro-batch started: the total over the batches, the mean and the nearest-rank p50 and max."""
+    counts = list(jobs_by_batch.values())
+    if not counts:
+        return {"batches": 0, "total": 0, "mean": None, "p50": None, "max": None}
+    return {"batches": len(counts), "total": sum(counts), "mean": round(sum(counts) / len(counts), 1),
+            "p50": percentiles(counts, (50,))["p50"], "max": max(counts)}
+
+
+def table_size_points(batches: Iterable[Mapping]) -> list[dict]:
+    """Each micro-batch of a run, in the order they ran, with the rows its tables held before it: the records of
+    every earlier batch (every batch of a run appends to the same tables, so this is bronze's size)."""
+    rows = 0
+    points = []
+    for batch in batches:
+        points.append({"rows_before": rows, "records": batch["records"], "seconds": batch["seconds"]})
+        rows += batch["records"]
+    return points
+
+
+SMALL_TABLE_ROWS = 100_000
+LARGE_TABLE_ROWS = 1_000_000
+
+
+def batch_cost_growth(points: Sequence[Mapping], small_max: int = SMALL_TABLE_ROWS,
+                      large_min: int = LARGE_TABLE_ROWS) -> dict:
+    """p50 micro-batch seconds where the tables held at most ``small_max`` rows before the batch, p50 where they
+    held at least ``large_min``, and large over small (``None`` when a side has no batch): about 1 when a batch's
+    cost does not depend on how big the tables already are."""
+    small = [p for p in points if p["rows_before"] <= small_max]
+    large = [p for p in points if p["rows_before"] >= large_min]
+    small_p50 = percentiles([p["seconds"] for p in small], (50,))["p50"]
+    large_p50 = percentiles([p["seconds"] for p in large], (50,))["p50"]
+    ratio = round(large_p50 / small_p50, 2) if small_p50 and large_p50 is not None else None
+    return {"small_max_rows": small_max, "large_min_rows": large_min,
+            "small": {"batches": len(small), "p50_s": small_p50,
+                      "records_p50": percentiles([p["records"] for p in small], (50,))["p50"]},
+            "large": {"batches": len(large), "p50_s": large_p50,
+                      "records_p50": percentiles([p["records"] for p in large], (50,))["p50"]},
+            "ratio": ratio}

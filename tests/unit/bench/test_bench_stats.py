@@ -4,7 +4,7 @@ import pytest
 
 from bench import stats
 from bench.page import render
-from bench.run import parse_args
+from bench.run import FULL, QUICK, batch_summaries, parse_args
 
 
 def test_percentiles_are_nearest_rank_and_empty_samples_give_none():
@@ -18,12 +18,13 @@ def test_each_record_gets_the_visibility_time_of_the_batch_whose_offsets_hold_it
     ranges = {4: ({0: 0, 1: 0}, {0: 10, 1: 5}), 5: ({0: 10, 1: 5}, {0: 20, 1: 5})}
     visible = {4: 100.0, 5: 110.0}
     records = [(0, 0, 99.0), (0, 9, 98.5), (0, 10, 105.0), (1, 4, 97.0), (1, 5, 109.0), (2, 0, 1.0)]
-    assert stats.record_latencies(records, ranges, visible) == [1.0, 1.5, 5.0, 3.0]
+    assert stats.record_latencies(records, ranges, visible) == [(99.0, 1.0), (98.5, 1.5), (105.0, 5.0),
+                                                                (97.0, 3.0)]
 
 
 def test_records_of_untimed_batches_have_no_latency():
     ranges = {1: ({0: 0}, {0: 10}), 2: ({0: 10}, {0: 20})}
-    assert stats.record_latencies([(0, 3, 1.0), (0, 15, 2.0)], ranges, {2: 4.0}) == [2.0]
+    assert stats.record_latencies([(0, 3, 1.0), (0, 15, 2.0)], ranges, {2: 4.0}) == [(2.0, 2.0)]
 
 
 def test_merge_points_track_table_size_from_every_earlier_commit():
@@ -60,6 +61,59 @@ def test_stage_totals_sum_every_batch_largest_first():
     assert list(totals.items()) == [("gold", 5.0), ("parse", 1.5), ("bronze", 0.25)]
 
 
+def test_latency_timeline_buckets_records_by_append_time_since_the_first():
+    points = [(100.0, 3.0), (104.9, 1.0), (101.0, 2.0), (105.0, 7.0), (117.0, 4.0)]
+    assert stats.latency_timeline(points, bucket_s=5.0) == [
+        {"t_s": 0.0, "records": 3, "p50": 2.0, "max": 3.0},
+        {"t_s": 5.0, "records": 1, "p50": 7.0, "max": 7.0},
+        {"t_s": 15.0, "records": 1, "p50": 4.0, "max": 4.0}]
+    assert stats.latency_timeline([]) == []
+
+
+def test_jobs_per_batch_gives_the_total_mean_median_and_max_of_the_batches_counts():
+    assert stats.jobs_per_batch({3: 40, 4: 50, 5: 45, 6: 61}) == {"batches": 4, "total": 196, "mean": 49.0,
+                                                                 "p50": 45, "max": 61}
+    assert stats.jobs_per_batch({}) == {"batches": 0, "total": 0, "mean": None, "p50": None, "max": None}
+
+
+def test_a_batchs_table_size_is_the_records_of_every_batch_before_it():
+    batches = [{"records": 200, "seconds": 5.0}, {"records": 50, "seconds": 2.0}, {"records": 10, "seconds": 1.0}]
+    assert [p["rows_before"] for p in stats.table_size_points(batches)] == [0, 200, 250]
+
+
+def test_batch_cost_growth_is_the_large_table_median_over_the_small_table_median():
+    points = [{"rows_before": rows, "records": 100, "seconds": seconds} for rows, seconds in
+              [(0, 10.0), (50, 12.0), (100, 14.0), (500, 99.0), (1000, 30.0), (2000, 36.0)]]
+    growth = stats.batch_cost_growth(points, small_max=100, large_min=1000)
+    assert growth["small"] == {"batches": 3, "p50_s": 12.0, "records_p50": 100}
+    assert growth["large"]["batches"] == 2 and growth["large"]["p50_s"] == 30.0
+    assert growth["ratio"] == 2.5
+
+
+def test_batch_cost_growth_has_no_ratio_without_batches_at_both_table_sizes():
+    assert stats.batch_cost_growth([{"rows_before": 0, "records": 1, "seconds": 1.0}])["ratio"] is None
+
+
+def test_batch_summaries_count_catch_up_jobs_and_size_every_batch_by_the_run_order():
+    doc = {"sizes": [{"stream": {"per_batch": [{"records": 60_000, "seconds": 9.0, "jobs": 40},
+                                                {"records": 1_000_000, "seconds": 20.0, "jobs": 50}]}}],
+           "latency": [{"per_batch": [{"records": 2_000, "seconds": 18.0, "jobs": 30}]}]}
+    summary = batch_summaries(doc)
+    assert summary["jobs_per_batch"]["total"] == 90 and summary["jobs_per_batch"]["batches"] == 2
+    growth = summary["batch_cost_growth"]
+    assert [p["rows_before"] for p in growth["points"]] == [0, 60_000, 1_060_000]
+    assert growth["small"]["batches"] == 2 and growth["large"]["batches"] == 1 and growth["ratio"] == 2.0
+
+
+def test_quick_runs_one_size_and_one_rate_and_explicit_options_still_win():
+    quick = parse_args(["--quick"])
+    assert (quick.sizes, quick.rates, quick.latency_seconds) == (QUICK["sizes"], QUICK["rates"], 60)
+    assert quick.sizes == [200_000] and quick.rates == [1000]
+    assert parse_args(["--quick", "--rates", "500"]).rates == [500]
+    full = parse_args([])
+    assert (full.quick, full.sizes, full.rates) == (False, FULL["sizes"], FULL["rates"])
+
+
 def test_page_shows_the_ratio_to_the_limit_and_each_latency_percentile():
     doc = {"measured_at": "now", "machine": {"cores": 2}, "producer": {"records_per_s": 9000.0},
            "limit": {"records_per_s": 40000.0}, "platform": {"records_per_s": 10000.0, "per_batch": [],
@@ -77,3 +131,17 @@ def test_bad_arguments_are_refused_with_a_usage_error(argv, capsys):
         parse_args(argv)
     assert exit_info.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_page_charts_latency_over_time_and_batch_cost_against_table_size():
+    doc = {"measured_at": "now", "sizes": [], "merge_cost": {},
+           "latency": [{"target_rate": 1000, "latency_s": {"p50": 2.5}, "timeline": [
+               {"t_s": 0.0, "records": 5, "p50": 2.0, "max": 3.0}]}],
+           "jobs_per_batch": {"batches": 2, "total": 180, "mean": 90.0, "p50": 88, "max": 92},
+           "batch_cost_growth": {"small_max_rows": 100_000, "large_min_rows": 1_000_000, "ratio": 1.5,
+                                 "small": {"batches": 1, "p50_s": 10.0, "records_p50": 200_000},
+                                 "large": {"batches": 3, "p50_s": 15.0, "records_p50": 2_000},
+                                 "points": [{"rows_before": 0, "records": 200_000, "seconds": 10.0}]}}
+    page = render(doc)
+    assert "1,000/s p50" in page and "table rows before the batch" in page
+    assert "180 Spark jobs over 2" in page and "ratio 1.50" in page
