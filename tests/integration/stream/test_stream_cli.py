@@ -13,17 +13,19 @@ from spark_apps.core.waiting import poll
 from spark_apps.io.producer import produce
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest
+from tests.support.sockets import is_loopback, listening_addresses, process_tree
 
 pytestmark = pytest.mark.integration
 
 
-def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(make_topic, settings, tmp_path):
+def test_continuous_stream_writes_a_heartbeat_listens_on_loopback_only_and_stops_cleanly_on_sigterm(
+        kafka_broker, make_topic, settings, tmp_path):
     topic = make_topic("test.stream.cli")
     produce(settings.with_overrides(events_topic=topic),
             PIPELINE, GeneratorRequest(seed=21, events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
     env = {**os.environ, "KAPPA_HOME": str(tmp_path), "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
            "KAPPA_EVENTS_TOPIC": topic, "KAPPA_SPARK_JARS_DIR": str(settings.spark_jars_dir),
-           "KAPPA_SPARK_SHUFFLE_PARTITIONS": "2", "KAPPA_TRIGGER_INTERVAL_S": "1"}
+           "KAPPA_SPARK_SHUFFLE_PARTITIONS": "2", "KAPPA_TRIGGER_INTERVAL_S": "1", "KAPPA_SPARK_UI_ENABLED": "true"}
     stream = subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--continuous"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     heartbeat = tmp_path / "run" / "marketplace.heartbeat.json"
@@ -32,9 +34,13 @@ def test_continuous_stream_writes_a_heartbeat_and_stops_cleanly_on_sigterm(make_
             beat = json.loads(heartbeat.read_text()) if heartbeat.exists() else {}
             return beat if beat.get("last_batch_id") is not None or stream.poll() is not None else None
 
-        beat = poll(first_batch, timeout_s=240, every_s=1) or {}
+        beat = poll(first_batch, timeout_s=480, every_s=1) or {}  # a hang guard: two busy cores can take minutes
+        assert stream.poll() is None, f"the stream exited with {stream.returncode}: {stream.stderr.read()[-3000:]}"
         assert beat.get("last_batch_id") == 0 and beat["last_batch_records"] == 400, stream.stderr
         assert sum(beat["end_offsets"][topic].values()) == 400, "offsets are JSON numbers, not a JSON string"
+        # The broker and the stream with its UI on (driver, block manager, UI, Python workers): loopback only.
+        listening = listening_addresses(process_tree(stream.pid) | {kafka_broker.pid()})
+        assert len(listening) >= 4 and all(is_loopback(address) for address, _ in listening), listening
         stream.send_signal(signal.SIGTERM)
         out, err = stream.communicate(timeout=120)
     finally:
