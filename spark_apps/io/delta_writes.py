@@ -71,10 +71,11 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     tombstones = (current.select(*primary_keys)
                   .join(recomputed.select(*primary_keys), list(primary_keys), "left_anti")
                   .withColumn("_delete", F.lit(True)))
-    # Materialized once, so the MERGE neither re-reads its own target nor recomputes the source per pass.
+    # Cached, so the MERGE neither re-reads its own target nor recomputes the source per pass; its first pass
+    # fills the cache, which costs no job of its own (an eager local checkpoint does).
     source = (recomputed.withColumn("_delete", F.lit(False))
               .unionByName(tombstones, allowMissingColumns=True)
-              .localCheckpoint(eager=True))
+              .persist())
 
     match = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in primary_keys)
     prune = _range_condition(affected, recompute_keys)
@@ -93,6 +94,7 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     finally:
         spark.conf.unset(TXN_APP_ID)
         spark.conf.unset(TXN_VERSION)
+        source.unpersist()
 
 
 def _range_condition(affected: DataFrame, keys: tuple[str, ...]) -> str:
