@@ -71,11 +71,10 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     tombstones = (current.select(*primary_keys)
                   .join(recomputed.select(*primary_keys), list(primary_keys), "left_anti")
                   .withColumn("_delete", F.lit(True)))
-    # Cached, so the MERGE neither re-reads its own target nor recomputes the source per pass; its first pass
-    # fills the cache, which costs no job of its own (an eager local checkpoint does).
+    # Materialized once, so the MERGE neither re-reads its own target nor recomputes the source per pass.
     source = (recomputed.withColumn("_delete", F.lit(False))
               .unionByName(tombstones, allowMissingColumns=True)
-              .persist())
+              .localCheckpoint(eager=True))
 
     match = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in primary_keys)
     prune = _range_condition(affected, recompute_keys)
@@ -94,7 +93,6 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     finally:
         spark.conf.unset(TXN_APP_ID)
         spark.conf.unset(TXN_VERSION)
-        source.unpersist()
 
 
 def _range_condition(affected: DataFrame, keys: tuple[str, ...]) -> str:
