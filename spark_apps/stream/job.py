@@ -40,14 +40,7 @@ from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.transforms.events import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
-from spark_apps.transforms.parsing import (
-    COORDINATE_COLUMNS,
-    REASON_COLUMN,
-    candidate_rows,
-    dead_letters,
-    parse_records,
-    valid_events,
-)
+from spark_apps.transforms.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
 
 log = logging.getLogger(__name__)
 # Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
@@ -90,7 +83,6 @@ class StreamJob:
         self.fence = CheckpointFence(self.checkpoint)
         self.app_id: str | None = None
         self.stats: list[BatchStats] = []
-        self._batch_frames: list = []
 
     def path(self, table: str) -> str:
         return str(table_path(self.settings, table))
@@ -157,15 +149,6 @@ class StreamJob:
 
     def process_batch(self, batch_df, batch_id: int) -> None:
         """Apply one micro-batch to every table; safe to call again with the same batch id."""
-        try:
-            self._process_batch(batch_df, batch_id)
-        finally:
-            while self._batch_frames:
-                self._batch_frames.pop().unpersist()
-
-    def _process_batch(self, batch_df, batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
         started = time.monotonic()
         timings: dict[str, float] = {}
         spark = batch_df.sparkSession
@@ -177,10 +160,11 @@ class StreamJob:
                                          sorted(lineage.initial_offsets(self.checkpoint, self.topic).items())}}
         with commit_metadata(spark, meta):
             with timed(timings, "parse"):
-                # Read Kafka and parse once; every write below reuses these rows. The count fills the cache.
-                parsed = self._cache(parse_records(batch_df, self.pipeline.schema))
-                total, n_dead = parsed.agg(F.count("*"), F.count(REASON_COLUMN)).first()
-            n_valid = total - n_dead
+                # Read Kafka and parse once; every write below reuses these rows.
+                parsed = parse_records(batch_df, self.pipeline.schema).localCheckpoint(eager=True)
+                counts = parsed.groupBy(parsed["dead_letter_reason"].isNull().alias("ok")).count().collect()
+            n_valid = sum(r["count"] for r in counts if r["ok"])
+            n_dead = sum(r["count"] for r in counts if not r["ok"])
             with timed(timings, "bronze"):
                 idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
             self.faults.reached("after_bronze", batch_id)
@@ -202,12 +186,6 @@ class StreamJob:
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
 
-    def _cache(self, frame):
-        """Keep ``frame`` in memory from its first action on, until the micro-batch ends. Unlike an eager local
-        checkpoint this costs no Spark job of its own: the first action that reads the frame fills the cache."""
-        self._batch_frames.append(frame.persist())
-        return frame
-
     def _recompute_silver_and_gold(self, spark, parsed, app_id: str, batch_id: int,
                                    timings: dict[str, float]) -> None:
         from pyspark.sql import functions as F
@@ -216,16 +194,15 @@ class StreamJob:
         key = (schema.id_field,)
         lateness = self.settings.allowed_lateness_s
         with timed(timings, "touched_candidates"):
-            ids = self._cache(touched_keys(valid_events(parsed), key))
+            ids = touched_keys(valid_events(parsed), key).localCheckpoint(eager=True)
             all_candidates = spark.read.format("delta").load(self.path(self.tables.candidates))
-            candidates = self._cache(rows_of_keys(all_candidates, ids, key))
-            # With one candidate per touched id there are no duplicates of them, and with no late candidate no
-            # winner of them is or was late: those two tables then hold no row of these ids and need no MERGE.
-            # This first action over the candidates also fills their cache.
-            has_repeats, has_late = candidates.agg(
-                (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
-                F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
+            candidates = rows_of_keys(all_candidates, ids, key).localCheckpoint(eager=True)
         event_rows = winners(candidates, schema.id_field, schema.time_field, lateness)
+        # With one candidate per touched id there are no duplicates of them, and with no late candidate no
+        # winner of them is or was late: those two tables then hold no row of these ids and need no MERGE.
+        has_repeats, has_late = candidates.agg(
+            (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
+            F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
         with timed(timings, "silver_events"):
             self._upsert(spark, self.tables.events, key, key, ids, event_rows, app_id, batch_id)
         if has_repeats:
@@ -241,7 +218,8 @@ class StreamJob:
         for gold in self.pipeline.gold_tables:
             with timed(timings, f"gold_{gold.name}"):
                 # Keys of every record of the touched ids, so a replaced winner's old keys are redone too.
-                affected = self._cache(touched_keys(gold.key_rows(candidates, self.settings), gold.recompute_keys))
+                affected = touched_keys(gold.key_rows(candidates, self.settings),
+                                        gold.recompute_keys).localCheckpoint(eager=True)
                 rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected, gold.recompute_keys)
                 self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys,
                              gold.recompute_keys, affected, gold.compute(rows, self.settings), app_id, batch_id)
