@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
@@ -54,6 +55,10 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
+        # Python workers run the interpreter (and packages) of the virtualenv that started the driver, not
+        # whatever python3 is first on PATH; PYSPARK_PYTHON still names another one (a remote cluster's).
+        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "spark.pyspark.driver.python": sys.executable,
         # MERGE honours these session settings for idempotent writes; reset them after each commit.
         "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
