@@ -74,6 +74,7 @@ def test_exactly_once_when_the_job_dies_at_every_point_of_a_micro_batch(spark, r
         assert f"injected fault {stage} in batch {batch_id}" in detail
     assert len(committed_batches(job.checkpoint)) >= 3, "maxOffsetsPerTrigger splits the log into micro-batches"
     assert_tables_match_manifest(spark, job, manifest, values)
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true", "only the stream's own session turns AQE off"
 
 
 def test_replaying_a_committed_micro_batch_changes_nothing(spark, restarted_stream):
