@@ -55,10 +55,6 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
-        # Python workers run the interpreter (and packages) of the virtualenv that started the driver, not
-        # whatever python3 is first on PATH; PYSPARK_PYTHON still names another one (a remote cluster's).
-        "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
-        "spark.pyspark.driver.python": sys.executable,
         # MERGE honours these session settings for idempotent writes; reset them after each commit.
         "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
@@ -85,6 +81,10 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     # The JVM resolves its own address before reading any setting; without this it may pick a non-loopback
     # one (and says so in a warning on every start).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run the interpreter (and packages) of the virtualenv that started the driver, not whatever
+    # python3 is first on PATH: a driver started from Python reads only this variable (spark.pyspark.python is
+    # spark-submit's). A PYSPARK_PYTHON already set (a remote cluster's interpreter) wins.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     for key, value in session_conf(settings).items():
         builder = builder.config(key, value)

@@ -39,3 +39,10 @@ def test_spark_reads_an_offset_range_and_delta_history_records_the_write(spark, 
     history = spark.sql("DESCRIBE HISTORY demo.roundtrip").collect()
     assert [(h.version, h.operation) for h in history] == [(0, "WRITE")]
     spark.sql("DROP TABLE demo.roundtrip")
+
+
+def test_python_workers_run_the_drivers_virtualenv_not_the_first_python3_on_path(spark):
+    import sys
+
+    prefixes = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").prefix).collect()
+    assert prefixes == [sys.prefix], "a pandas UDF would otherwise miss the virtualenv's packages"
