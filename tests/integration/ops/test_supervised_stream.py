@@ -73,6 +73,7 @@ def test_supervisor_starts_the_stream_and_tells_ok_down_and_lagging_apart(superv
     ok = supervise(supervised)
     assert (ok.status, ok.pid, ok.lag_records) == ("ok", started.pid, 0), ok.detail
     assert ok.heartbeat_age_s < 30
+    assert outbox_alerts(supervised)[-1] == ("info", f"{key}:started"), "the restart's incident is resolved"
     assert "batch 0: " in log_path(supervised).read_text()
 
     assert stop_stream(supervised)
@@ -96,4 +97,5 @@ def test_supervisor_starts_the_stream_and_tells_ok_down_and_lagging_apart(superv
     assert restarted.status == "started" and restarted.pid != started.pid
     # The new process has not reported yet: the last committed offsets are behind the log end by the new records.
     assert (lagging.status, lagging.pid, lagging.lag_records) == ("lagging", restarted.pid, new_records)
-    assert outbox_alerts(supervised)[-2:] == [("warning", f"{key}:started"), ("warning", f"{key}:lagging")]
+    assert outbox_alerts(supervised)[-4:] == [("info", f"{key}:down"), ("warning", f"{key}:started"),
+                                              ("info", f"{key}:started"), ("warning", f"{key}:lagging")]
