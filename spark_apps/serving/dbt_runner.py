@@ -145,7 +145,8 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
             _alert(spark, settings, pipeline, "warning", f"dbt {command} refused", str(refused), {})
             raise
         log.info("dbt %s over %s", command, ", ".join(f"{v} <- {s}" for v, s in served.items()))
-        serving.register_views(spark, settings)
+    # Every command sees the views as the serving state says: `docs generate` introspects them too.
+    serving.register_views(spark, settings)
     outcome = _views_first(settings, list(args)) or _invoke(settings, list(args))
     outcome.served = served
     if not outcome.success:
