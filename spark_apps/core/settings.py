@@ -233,13 +233,15 @@ class Settings:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine's loopback interface (``localhost``, 127.0.0.0/8, ::1)."""
+    """Whether ``host`` names this machine's loopback interface (``localhost``, 127.0.0.0/8, ::1, or 127.0.0.0/8
+    mapped into IPv6 as Java's listening sockets show it)."""
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return False
+    return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
 
 
 def _env_value(value: Any) -> str:

@@ -46,12 +46,6 @@ def listening_addresses(pids: set[int]) -> set[tuple[str, int]]:
     return found
 
 
-def is_loopback(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return (mapped or ip).is_loopback
-
-
 def _address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """/proc/net/tcp* write addresses as host-order 32-bit words in hex."""
     raw = bytes.fromhex(hex_address)

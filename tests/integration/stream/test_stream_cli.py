@@ -9,11 +9,12 @@ import time
 
 import pytest
 
+from spark_apps.core.settings import is_loopback
 from spark_apps.core.waiting import poll
 from spark_apps.io.producer import produce
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest
-from tests.support.sockets import is_loopback, listening_addresses, process_tree
+from tests.support.sockets import listening_addresses, process_tree
 
 pytestmark = pytest.mark.integration
 

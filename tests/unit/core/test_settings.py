@@ -101,5 +101,5 @@ def test_a_service_address_beyond_loopback_is_refused_unless_remote_is_allowed(v
     with pytest.raises(SettingsError, match=f"{variable}=0.0.0.0 would listen beyond this machine.*KAPPA_ALLOW_REMOTE"):
         Settings.from_env({variable: "0.0.0.0"})
     assert Settings.from_env({variable: "0.0.0.0", "KAPPA_ALLOW_REMOTE": "true"}).allow_remote
-    for loopback in ("127.0.0.2", "localhost", "::1"):
+    for loopback in ("127.0.0.2", "localhost", "::1", "::ffff:127.0.0.1"):
         Settings.from_env({variable: loopback})
