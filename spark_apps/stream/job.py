@@ -66,6 +66,7 @@ class BatchStats:
     dead_letters: int
     duration_s: float
     stage_seconds: dict[str, float]
+    end_offsets: dict[int, int]
 
 
 class StreamJob:
@@ -185,7 +186,7 @@ class StreamJob:
             with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, batch_id, n_valid + n_dead, n_dead, time.monotonic() - started)
             self.faults.reached("before_checkpoint_commit", batch_id)
-        stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings)
+        stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end)
         self.stats.append(stats)
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
@@ -294,7 +295,7 @@ class StreamJob:
             while query.isActive and not stop.is_set():
                 query.awaitTermination(0.5)
                 if heartbeat is not None:
-                    write_heartbeat(heartbeat, query, self.stats)
+                    write_heartbeat(heartbeat, query, self.stats, self.topic)
             if stop.is_set():
                 query.stop()
             query.awaitTermination()
@@ -308,21 +309,25 @@ class StreamJob:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if heartbeat is not None:
-            write_heartbeat(heartbeat, query, self.stats)
+            write_heartbeat(heartbeat, query, self.stats, self.topic)
         return self.stats
 
 
-def write_heartbeat(path: Path, query, stats: list[BatchStats]) -> None:
-    """What a supervisor reads: last batch, its offsets and lag, durations, when."""
+def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str) -> None:
+    """What a supervisor reads: last batch, its offsets and lag, durations, when.
+
+    The last batch's offsets come from the batch itself, not from Spark's progress report: that report lands a
+    moment after the batch ends, and a heartbeat naming batch N must carry batch N's offsets."""
     progress = query.lastProgress or {}
     sources = progress.get("sources") or [{}]
+    reported = _offsets(sources[0].get("endOffset"))
     payload = {
         "written_at_epoch_s": time.time(),
         "query_active": query.isActive,
         "last_batch_id": stats[-1].batch_id if stats else None,
         "last_batch_records": stats[-1].records if stats else None,
         "last_batch_duration_s": round(stats[-1].duration_s, 3) if stats else None,
-        "end_offsets": _offsets(sources[0].get("endOffset")),
+        "end_offsets": {topic: {str(p): o for p, o in sorted(stats[-1].end_offsets.items())}} if stats else reported,
         "latest_offsets": _offsets(sources[0].get("latestOffset")),
         "offsets_behind_latest": (sources[0].get("metrics") or {}).get("maxOffsetsBehindLatest"),
         "input_rows_per_second": progress.get("inputRowsPerSecond"),

@@ -1,0 +1,24 @@
+"""The heartbeat a supervisor reads, written from a stand-in for Spark's query handle."""
+
+import json
+from types import SimpleNamespace
+
+from spark_apps.stream.job import BatchStats, write_heartbeat
+
+
+def test_a_heartbeat_naming_a_batch_carries_that_batch_offsets_before_spark_reports_its_progress(tmp_path):
+    query = SimpleNamespace(lastProgress=None, isActive=True)  # the batch ended; Spark's report has not landed
+    stats = [BatchStats(0, 400, 0, 2.5, {}, {0: 130, 1: 270})]
+    write_heartbeat(tmp_path / "beat.json", query, stats, "events")
+    beat = json.loads((tmp_path / "beat.json").read_text())
+    assert beat["last_batch_id"] == 0 and beat["last_batch_records"] == 400
+    assert beat["end_offsets"] == {"events": {"0": 130, "1": 270}}
+
+
+def test_before_any_batch_the_heartbeat_reports_spark_progress_offsets_as_numbers(tmp_path):
+    progress = {"sources": [{"endOffset": '{"events": {"0": 5}}', "latestOffset": '{"events": {"0": 9}}',
+                             "metrics": {"maxOffsetsBehindLatest": "4"}}]}
+    write_heartbeat(tmp_path / "beat.json", SimpleNamespace(lastProgress=progress, isActive=True), [], "events")
+    beat = json.loads((tmp_path / "beat.json").read_text())
+    assert beat["last_batch_id"] is None
+    assert beat["end_offsets"] == {"events": {"0": 5}} and beat["latest_offsets"] == {"events": {"0": 9}}
