@@ -88,7 +88,7 @@ THROUGHPUT_LINGER_MS = 200
 PACED_LINGER_MS = 20
 
 
-def make_producer(settings: Settings, linger_ms: int = PACED_LINGER_MS):
+def make_producer(settings: Settings, linger_ms: int = PACED_LINGER_MS, max_record_bytes: int = 4 * 1024 * 1024):
     """An idempotent producer tuned for throughput from one Python process: 1 MiB batches, lz4
     (cheap to compress, and fewer bytes to checksum and write) and cached key hashes. kafka-python does all of it
     in Python; the ``crc32c`` and ``lz4`` packages (kafka-python's extras) keep the checksum and the codec in C."""
@@ -110,7 +110,7 @@ def make_producer(settings: Settings, linger_ms: int = PACED_LINGER_MS):
             bootstrap_timeout_ms=10_000,
             metrics_enabled=False,
             max_in_flight_requests_per_connection=5,
-            max_request_size=4 * 1024 * 1024,
+            max_request_size=max_record_bytes,
         )
     except KafkaError as exc:
         raise BrokerError(f"cannot reach Kafka at {settings.kafka_bootstrap_servers} ({type(exc).__name__}); "
@@ -154,16 +154,27 @@ class Acks:
 def send(settings: Settings, topic: str, records: Iterable[R], total: int | None, rate: float | None = None,
          show_progress: bool = True) -> tuple[list[R], float, bool]:
     """Send ``records`` in order; flush on Ctrl-C. Returns what was sent, the seconds it took and whether it was
-    interrupted; raises if Kafka did not acknowledge a record."""
-    producer = make_producer(settings, PACED_LINGER_MS if rate else THROUGHPUT_LINGER_MS)
+    interrupted; raises if Kafka did not acknowledge a record, or if a record was too large to send (after
+    sending every other one, so one oversized record costs the run nothing else)."""
+    from kafka.errors import MessageSizeTooLargeError
+
+    from spark_apps.io.topics import max_message_bytes
+
+    limit = max_message_bytes(settings, topic)
+    producer = make_producer(settings, PACED_LINGER_MS if rate else THROUGHPUT_LINGER_MS, max_record_bytes=limit)
     acks = Acks()
     sent: list[R] = []
+    too_large: list[int] = []
     progress = Progress(f"producing to {topic}", total) if show_progress else None
     interrupted = False
     started = time.monotonic()
     try:
-        for record in _paced(records, rate):
-            acks.add(producer.send(topic, key=record.key, value=record.value))
+        for number, record in enumerate(_paced(records, rate), start=1):
+            try:
+                acks.add(producer.send(topic, key=record.key, value=record.value))
+            except MessageSizeTooLargeError:
+                too_large.append(number)
+                continue
             sent.append(record)
             if progress:
                 progress.advance()
@@ -180,6 +191,12 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
         problem = acks.failures[0] if acks.failures else "no answer after the final flush"
         raise PlatformError(f"{len(acks.failures) + len(acks.pending)} of {len(sent)} records were not "
                             f"acknowledged by Kafka: {problem!r}")
+    if too_large:
+        shown = ", ".join(map(str, too_large[:5])) + (", ..." if len(too_large) > 5 else "")
+        raise PlatformError(f"{len(too_large)} of {len(sent) + len(too_large)} records were not sent: larger than "
+                            f"topic {topic}'s max.message.bytes ({limit:,} bytes); record number {shown}. The other "
+                            f"{len(sent):,} were sent and acknowledged. Split those events, or raise the topic's "
+                            "max.message.bytes (`kappa kafka configs --alter`)")
     return sent, elapsed, interrupted
 
 

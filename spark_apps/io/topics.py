@@ -24,6 +24,10 @@ REQUIRED_TOPIC_CONFIGS = {
 }
 
 
+# Kafka's default message.max.bytes: 1 MiB plus the 12-byte record batch log overhead.
+BROKER_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+
+
 @contextmanager
 def admin_client(settings: Settings) -> Iterator:
     """A kafka-python admin client; an unreachable broker becomes one readable error."""
@@ -104,6 +108,18 @@ def topic_configs(admin, name: str) -> dict[str, str]:
     result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
     entries = result["topic"][name]
     return {key: str(entry["value"] if isinstance(entry, dict) else entry) for key, entry in entries.items()}
+
+
+def max_message_bytes(settings: Settings, name: str) -> int:
+    """The largest record batch the topic accepts (its ``max.message.bytes``); the broker's default when the topic
+    does not exist yet (a producer may create it)."""
+    from kafka.errors import KafkaError
+
+    with admin_client(settings) as admin:
+        try:
+            return int(topic_configs(admin, name)["max.message.bytes"])
+        except (KafkaError, KeyError):
+            return BROKER_DEFAULT_MAX_MESSAGE_BYTES
 
 
 def check_topic_config(admin, name: str) -> None:

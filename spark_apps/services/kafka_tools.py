@@ -19,6 +19,7 @@ LOG4J_CONFIG = PROJECT_ROOT / "infra" / "kafka" / "tools-log4j2.properties"
 TOOLS = {
     "console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "configs": "kafka.admin.ConfigCommand",
     "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "dump-log": "org.apache.kafka.tools.DumpLogSegments",

@@ -122,3 +122,22 @@ def test_produce_file_lands_every_event_of_a_json_lines_file_in_the_topic_keyed_
     stored = Counter((r.key, r.value) for r in read_log(settings, topic))
     assert stored == Counter((event["order_id"].encode(), line.encode()) for event, line in zip(events, lines,
                                                                                                   strict=True))
+
+
+def test_records_over_the_topic_limit_are_named_in_one_line_and_every_other_record_is_sent(kafka_broker, topic,
+                                                                                          settings, tmp_path):
+    events = [{"event_id": f"big{n}", "event_type": "order_placed", "event_time": "2026-11-21T19:22:03.123Z",
+               "order_id": f"o{n}", "note": "x" * (1_200_000 if n in (4, 8) else 10)} for n in range(1, 11)]
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    env = {**os.environ, "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+           "KAPPA_HOME": str(settings.home)}
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--file", str(path), "--topic", topic],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    error = done.stderr.strip().splitlines()[-1]  # after the progress line, which counts the 8 sent
+    assert error.startswith("kappa produce: error: ")
+    assert (f"2 of 10 records were not sent: larger than topic {topic}'s max.message.bytes (1,048,588 bytes); "
+            "record number 4, 8. The other 8 were sent and acknowledged.") in error
+    assert sorted(json.loads(r.value)["event_id"] for r in read_log(settings, topic)) == sorted(
+        f"big{n}" for n in (1, 2, 3, 5, 6, 7, 9, 10))
