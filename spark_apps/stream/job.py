@@ -11,7 +11,8 @@ Per micro-batch (``foreachBatch``), in this order, each write idempotent for (ap
 6. ``audit.stream_commits``: the batch id and the log prefix the tables now reflect.
 
 Every one of those commits also carries the batch id and end offsets in its ``userMetadata``.
-Replaying a batch after a crash at any point leaves every table as if it ran once. Only one instance
+Replaying a batch after a crash at any point leaves every table as if it ran once; a batch already in the
+commits table is not redone at all. Only one instance
 runs per checkpoint (a second one is fenced out at start, see ``fencing``), and a MERGE that conflicts
 with a concurrent commit (an OPTIMIZE) is retried a few times.
 """
@@ -83,6 +84,8 @@ class StreamJob:
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
         self.fence = CheckpointFence(self.checkpoint)
         self.app_id: str | None = None
+        # The last batch this app recorded in the commits table: every batch up to it is in every table already.
+        self.recorded_through = -1
         self.stats: list[BatchStats] = []
 
     def path(self, table: str) -> str:
@@ -130,6 +133,7 @@ class StreamJob:
         if problem:
             raise CheckpointMismatch(f"checkpoint {self.checkpoint} of {self.tables.commits}: {problem}. Run "
                                      "`kappa stream --reset --yes` to rebuild every stream table from offset 0")
+        self.recorded_through = recorded.get(app_id, -1) if app_id is not None else -1
         if app_id is None:
             self.checkpoint.mkdir(parents=True, exist_ok=True)
             (self.checkpoint / APP_ID_FILE).write_text(f"kappa-{self.pipeline.name}-{uuid.uuid4()}\n")
@@ -152,13 +156,20 @@ class StreamJob:
         """Apply one micro-batch to every table; safe to call again with the same batch id."""
         started = time.monotonic()
         timings: dict[str, float] = {}
+        end = lineage.batch_end_offsets(self.checkpoint, batch_id, self.topic)
+        if batch_id <= self.recorded_through:
+            # Its commit row, the last write of a batch, is there: a crash came between it and Spark's commit log.
+            # Every write would be skipped by its (app id, batch id) anyway; skipping the work saves a whole batch.
+            log.info("batch %d: already in every table (recorded in %s); nothing to redo", batch_id,
+                     self.tables.commits)
+            self.stats.append(BatchStats(batch_id, 0, 0, time.monotonic() - started, {}, end))
+            return
         spark = batch_df.sparkSession
         # The stream's own (cloned) session: a micro-batch runs many small queries, and adaptive execution splits
         # each into extra jobs (one per re-planned stage) that cost more than they save. Measured: 97 Spark jobs per
         # 1,000-record batch instead of 151. The caller's session, and so the batch recompute, keeps it on.
         spark.conf.set("spark.sql.adaptive.enabled", "false")
         app_id = self.app_id
-        end = lineage.batch_end_offsets(self.checkpoint, batch_id, self.topic)
         meta = {"pipeline": self.pipeline.name, "app_id": app_id, "batch_id": batch_id, "topic": self.topic,
                 "end_offsets": {str(p): o for p, o in sorted(end.items())},
                 "stream_start_offsets": {str(p): o for p, o in
@@ -185,6 +196,7 @@ class StreamJob:
             self.faults.reached("after_gold", batch_id)
             with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, batch_id, n_valid + n_dead, n_dead, time.monotonic() - started)
+            self.recorded_through = batch_id
             self.faults.reached("before_checkpoint_commit", batch_id)
         stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end)
         self.stats.append(stats)
