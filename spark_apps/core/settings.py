@@ -107,6 +107,10 @@ class Settings:
     # This many restarts by the supervisor within the window is a crash loop: the restart page turns critical.
     crash_loop_restarts: int = 3
     crash_loop_window_s: int = 3600
+    # More dead letters than this share of the records the stream read within the window is a data problem that
+    # stream and batch agree on (a producer on a new schema version): the supervisor raises it.
+    dead_letter_max_ratio: float = 0.05
+    dead_letter_window_s: int = 900
 
     # Serving: K consecutive exact reconciliations of distinct stream batches, spanning at least this long,
     # switch a gold table from the batch snapshot (lambda) to the stream table (kappa).
@@ -157,10 +161,12 @@ class Settings:
         self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
-                     "crash_loop_restarts", "crash_loop_window_s",
+                     "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s",
                      "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        if not 0 <= self.dead_letter_max_ratio < 1:
+            raise SettingsError(f"KAPPA_DEAD_LETTER_MAX_RATIO must be in [0, 1), got {self.dead_letter_max_ratio}")
         if self.allowed_lateness_s < 0:
             raise SettingsError(f"KAPPA_ALLOWED_LATENESS_S must be >= 0, got {self.allowed_lateness_s}")
         for name in ("serving_min_span_s", "alert_retries", "task_retries"):
@@ -349,6 +355,10 @@ FIELD_DOCS: dict[str, str] = {
     "crash_loop_restarts": "Restarts by the supervisor within KAPPA_CRASH_LOOP_WINDOW_S that make a crash loop "
                            "(a critical page instead of a warning).",
     "crash_loop_window_s": "The window, in seconds, in which KAPPA_CRASH_LOOP_RESTARTS restarts are a crash loop.",
+    "dead_letter_max_ratio": "Dead letters above this share of the records the stream read within "
+                             "KAPPA_DEAD_LETTER_WINDOW_S raise an alert (critical above one half).",
+    "dead_letter_window_s": "The window, in seconds, over which the stream's heartbeat counts records and dead "
+                            "letters.",
     "serving_exact_runs": "Consecutive exact reconciliations of distinct batches before a gold table serves kappa.",
     "serving_min_span_s": "Those runs must span at least this many seconds.",
     "reconcile_schedule": "Schedule of the kappa_reconcile DAG.",

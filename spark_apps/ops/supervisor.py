@@ -56,10 +56,14 @@ class Health:
         return self.status in ("ok", "started")
 
 
-def incident_changes(open_keys: list[str], raised: Alert | None) -> tuple[list[str], list[str]]:
+# Fewer records than this in the heartbeat's window are too few to judge a dead-letter ratio by.
+DEAD_LETTER_MIN_RECORDS = 100
+
+
+def incident_changes(open_keys: list[str], raised: list[Alert]) -> tuple[list[str], list[str]]:
     """(incidents whose condition cleared, incidents open after this round): a condition not raised this round has
     cleared, so its dedup key is resolved."""
-    current = [raised.dedup_key] if raised is not None else []
+    current = [alert.dedup_key for alert in raised]
     return [key for key in open_keys if key not in current], current
 
 
@@ -182,6 +186,29 @@ def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Al
     )
 
 
+def dead_letter_alert(heartbeat: dict | None, settings: Settings) -> Alert | None:
+    """An alert when dead letters exceed their allowed share of what the stream read within the heartbeat's window
+    (at least ``DEAD_LETTER_MIN_RECORDS`` records, so two bad records of three page nobody); critical above half,
+    which is what a producer on a schema version the pipeline does not know looks like."""
+    window = (heartbeat or {}).get("window") or {}
+    records, dead = window.get("records") or 0, window.get("dead_letters") or 0
+    if records < DEAD_LETTER_MIN_RECORDS or dead <= settings.dead_letter_max_ratio * records:
+        return None
+    pipeline = settings.pipeline
+    return Alert(
+        severity="critical" if dead > records / 2 else "warning",
+        summary=f"stream {pipeline} dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the "
+                f"last {window.get('seconds')}s (limit {settings.dead_letter_max_ratio:.1%})",
+        source="supervisor",
+        dedup_key=f"stream:{pipeline}:dead-letters",
+        table="audit.dead_letters",
+        offsets=committed_offsets(heartbeat, stream_topic(heartbeat, settings)) or {},
+        details={"records": records, "dead_letters": dead, "window_s": window.get("seconds"),
+                 "dead_letter_max_ratio": settings.dead_letter_max_ratio},
+        runbook=runbook("dead-letter-ratio"),
+    )
+
+
 def status_line(health: Health, pipeline: str) -> str:
     lag = "unknown" if health.lag_records is None else f"{health.lag_records:,} records"
     age = "none" if health.heartbeat_age_s is None else f"{health.heartbeat_age_s:.0f}s old"
@@ -288,7 +315,8 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     log_end, blind = _log_end_or_why_not(settings, topic)
     if blind:
         # Without the log end neither lag nor a restart can be judged: page, start nothing.
-        return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {})
+        return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {},
+                            dead_letter_alert(heartbeat, settings))
     lag = lag_by_partition(heartbeat, log_end, settings)
     progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)
@@ -305,16 +333,17 @@ def supervise(settings: Settings, start: bool = True) -> Health:
         health = replace(health, status="crash-loop" if looping else "started", pid=new_pid,
                          detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
                                 f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
-    return _tell_on_call(settings, health, log_end)
+    return _tell_on_call(settings, health, log_end, dead_letter_alert(heartbeat, settings))
 
 
-def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int]) -> Health:
-    """Page the verdict if it is a condition, and resolve every incident of an earlier round that has cleared."""
-    alert = alert_for(health, settings, log_end)
-    cleared, still_open = incident_changes(_read_json(_incidents_path(settings)) or [], alert)
+def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int], *more: Alert | None) -> Health:
+    """Page the verdict if it is a condition (and any ``more`` condition), and resolve every incident of an earlier
+    round that has cleared."""
+    alerts = [a for a in (alert_for(health, settings, log_end), *more) if a is not None]
+    cleared, still_open = incident_changes(_read_json(_incidents_path(settings)) or [], alerts)
     for key in cleared:
         dispatch(settings, resolution(key, "supervisor", f"{key}; the stream is now {health.status}: {health.detail}"))
-    if alert is not None:
+    for alert in alerts:
         dispatch(settings, alert)
     _incidents_path(settings).parent.mkdir(parents=True, exist_ok=True)
     _incidents_path(settings).write_text(json.dumps(still_open))

@@ -19,6 +19,7 @@ with a concurrent commit (an OPTIMIZE) is retried a few times.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -68,6 +69,7 @@ class BatchStats:
     duration_s: float
     stage_seconds: dict[str, float]
     end_offsets: dict[int, int]
+    finished_at_s: float = dataclasses.field(default_factory=time.time)
 
 
 class StreamJob:
@@ -307,7 +309,7 @@ class StreamJob:
             while query.isActive and not stop.is_set():
                 query.awaitTermination(0.5)
                 if heartbeat is not None:
-                    write_heartbeat(heartbeat, query, self.stats, self.topic)
+                    write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s)
             if stop.is_set():
                 query.stop()
             query.awaitTermination()
@@ -321,20 +323,23 @@ class StreamJob:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if heartbeat is not None:
-            write_heartbeat(heartbeat, query, self.stats, self.topic)
+            write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s)
         return self.stats
 
 
-def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str) -> None:
-    """What a supervisor reads: last batch, its offsets and lag, durations, when.
+def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int) -> None:
+    """What a supervisor reads: last batch, its offsets and lag, durations, when, and the records and dead letters
+    of the batches that finished within the last ``window_s`` seconds.
 
     The last batch's offsets come from the batch itself, not from Spark's progress report: that report lands a
     moment after the batch ends, and a heartbeat naming batch N must carry batch N's offsets."""
     progress = query.lastProgress or {}
     sources = progress.get("sources") or [{}]
     reported = _offsets(sources[0].get("endOffset"))
+    now = time.time()
+    recent = [s for s in stats if now - s.finished_at_s <= window_s]
     payload = {
-        "written_at_epoch_s": time.time(),
+        "written_at_epoch_s": now,
         "query_active": query.isActive,
         "last_batch_id": stats[-1].batch_id if stats else None,
         "last_batch_records": stats[-1].records if stats else None,
@@ -344,6 +349,8 @@ def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str) -> N
         "offsets_behind_latest": (sources[0].get("metrics") or {}).get("maxOffsetsBehindLatest"),
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
+        "window": {"seconds": window_s, "records": sum(s.records for s in recent),
+                   "dead_letters": sum(s.dead_letters for s in recent)},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

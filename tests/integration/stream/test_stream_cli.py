@@ -39,6 +39,7 @@ def test_continuous_stream_writes_a_heartbeat_listens_on_loopback_only_and_stops
         assert stream.poll() is None, f"the stream exited with {stream.returncode}: {stream.stderr.read()[-3000:]}"
         assert beat.get("last_batch_id") == 0 and beat["last_batch_records"] == 400, stream.stderr
         assert sum(beat["end_offsets"][topic].values()) == 400, "offsets are JSON numbers, not a JSON string"
+        assert beat["window"] == {"seconds": settings.dead_letter_window_s, "records": 400, "dead_letters": 0}
         # The broker and the stream with its UI on (driver, block manager, UI, Python workers): loopback only.
         listening = listening_addresses(process_tree(stream.pid) | {kafka_broker.pid()})
         assert len(listening) >= 4 and all(is_loopback(address) for address, _ in listening), listening

@@ -15,6 +15,7 @@ from spark_apps.ops.supervisor import (
     Health,
     alert_for,
     assess,
+    dead_letter_alert,
     incident_changes,
     is_stream_command,
     lag_by_partition,
@@ -213,9 +214,47 @@ def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_hold
 
 def test_incident_changes_resolve_what_was_open_and_is_not_raised_again():
     raised = Alert(severity="critical", summary="s", source="supervisor", dedup_key="stream:p:stalled")
-    assert incident_changes(["stream:p:down"], raised) == (["stream:p:down"], ["stream:p:stalled"])
-    assert incident_changes(["stream:p:stalled"], raised) == ([], ["stream:p:stalled"])
-    assert incident_changes(["stream:p:stalled"], None) == (["stream:p:stalled"], [])
+    letters = Alert(severity="warning", summary="s", source="supervisor", dedup_key="stream:p:dead-letters")
+    assert incident_changes(["stream:p:down"], [raised]) == (["stream:p:down"], ["stream:p:stalled"])
+    assert incident_changes(["stream:p:stalled"], [raised]) == ([], ["stream:p:stalled"])
+    assert incident_changes(["stream:p:stalled"], []) == (["stream:p:stalled"], [])
+    assert incident_changes(["stream:p:stalled", "stream:p:dead-letters"], [letters]) == (
+        ["stream:p:stalled"], ["stream:p:dead-letters"])
+
+
+def windowed(records: int, dead: int) -> dict:
+    return {**beat({0: 500}), "window": {"seconds": 900, "records": records, "dead_letters": dead}}
+
+
+def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(settings):
+    assert dead_letter_alert(windowed(1000, 50), settings) is None, "5% is the default limit, not over it"
+    warning = dead_letter_alert(windowed(1000, 51), settings)
+    assert (warning.severity, warning.dedup_key, warning.table) == (
+        "warning", "stream:marketplace:dead-letters", "audit.dead_letters")
+    assert warning.summary == ("stream marketplace dead-lettered 51 of 1,000 records (5.1%) in the last 900s "
+                               "(limit 5.0%)")
+    assert warning.runbook.endswith("#dead-letter-ratio") and warning.offsets == {0: 500}
+    assert dead_letter_alert(windowed(1000, 1000), settings).severity == "critical", "a producer on a new schema"
+    assert dead_letter_alert(windowed(99, 99), settings) is None, "too few records to judge"
+    assert dead_letter_alert(beat({0: 5}), settings) is None, "a heartbeat without a window"
+
+
+def test_a_supervision_round_raises_the_dead_letter_alert_next_to_a_healthy_verdict_and_resolves_it(
+        settings, monkeypatch):
+    alerts: list[Alert] = []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
+    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings).write_text("77\n")
+    heartbeat = settings.run_dir / "marketplace.heartbeat.json"
+    heartbeat.write_text(json.dumps(windowed(1000, 900)))
+    assert supervisor.supervise(settings, start=False).status == "ok"
+    heartbeat.write_text(json.dumps(windowed(1000, 0)))
+    assert supervisor.supervise(settings, start=False).status == "ok"
+    assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
+        ("stream:marketplace:dead-letters", "critical", False), ("stream:marketplace:dead-letters", "info", True)]
 
 
 def test_recent_restarts_keep_only_those_within_the_window():
