@@ -139,6 +139,21 @@ def _supervise(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if health.healthy else EXIT_FAILED
 
 
+def _status(args: argparse.Namespace, settings: Settings) -> int:
+    import datetime as dt
+
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.ops.status import as_json, pipeline_status, render
+    from spark_apps.pipeline.declaration import load_pipeline, registered_pipelines
+
+    pipelines = [load_pipeline(spec) for spec in args.pipeline or sorted({*registered_pipelines(), settings.pipeline})]
+    spark = get_spark(settings, app_name="kappa-status")
+    statuses = [pipeline_status(spark, settings, pipeline) for pipeline in pipelines]
+    print(render(statuses, dt.datetime.now()))
+    _write_json(args.json, {"pipelines": [as_json(s) for s in statuses]})
+    return 0 if all(s.healthy for s in statuses) else EXIT_FAILED
+
+
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io.catalog import existing_table_path
     from spark_apps.io.lineage import position_at
@@ -457,6 +472,14 @@ def build_parser() -> argparse.ArgumentParser:
     action.add_argument("--no-start", action="store_true", help="only report: leave a stopped stream stopped")
     action.add_argument("--stop", action="store_true", help="stop the supervised stream (SIGTERM, then SIGKILL)")
     supervise.set_defaults(handler=_supervise)
+
+    status = commands.add_parser(
+        "status", help="every pipeline at a glance: stream, lag, last audit and verdict, serving (exit 1 if one "
+                       "needs attention)")
+    status.add_argument("--pipeline", action="append",
+                        help="only this pipeline (repeatable; default: every registered one and the settings one)")
+    status.add_argument("--json", help="also write the statuses as JSON to this file")
+    status.set_defaults(handler=_status)
 
     lineage = commands.add_parser("lineage", help="print the log offsets a stream table version reflects")
     lineage.add_argument("--table", required=True, help="schema.table, e.g. gold.merchant_revenue")

@@ -312,7 +312,7 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     pid = stream_pid(settings)
     heartbeat = read_heartbeat(settings)
     topic = stream_topic(heartbeat, settings)
-    log_end, blind = _log_end_or_why_not(settings, topic)
+    log_end, blind = log_end_or_why_not(settings, topic)
     if blind:
         # Without the log end neither lag nor a restart can be judged: page, start nothing.
         return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {},
@@ -350,7 +350,7 @@ def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int], *
     return health
 
 
-def _log_end_or_why_not(settings: Settings, topic: str) -> tuple[dict[int, int], str]:
+def log_end_or_why_not(settings: Settings, topic: str) -> tuple[dict[int, int], str]:
     """The log end offsets of ``topic``, or why they cannot be read (broker unreachable, topic gone)."""
     from kafka.errors import KafkaError
 

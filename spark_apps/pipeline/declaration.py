@@ -140,13 +140,18 @@ class TableNames:
                 *[self.gold(name) for name in gold_tables], self.commits]
 
 
+def registered_pipelines() -> list[str]:
+    """The names of every pipeline installed under the entry-point group, sorted."""
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
 def load_pipeline(spec: str) -> Pipeline:
     """Find a pipeline by entry-point name (group ``kappa.pipelines``) or by ``module:attribute``."""
     target = spec
     if ":" not in spec:
         found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
         if not found:
-            known = sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+            known = registered_pipelines()
             raise PlatformError(f"no pipeline named {spec!r}; registered: {', '.join(known) or 'none'} "
                                 "(or give module:attribute)")
         target = found[0].value
