@@ -31,6 +31,7 @@ class ExpectationOutcome:
     success: bool
     observed: str
     compares_with_batch: bool
+    samples: tuple[str, ...] = ()  # a failing data-quality rule: a few of the rows it caught, by key
 
 
 @dataclass
@@ -148,10 +149,13 @@ class Validator:
         identifier, validation = next(iter(result.run_results.items()))
         urls = self.context.get_docs_sites_urls(resource_identifier=identifier)
         comparison_texts = {e.description for e in comparisons}
-        outcomes = [ExpectationOutcome(description=r.expectation_config.description or r.expectation_config.type,
-                                       success=bool(r.success), observed=_observed(r.result),
-                                       compares_with_batch=r.expectation_config.description in comparison_texts)
-                    for r in validation.results]
+        outcomes = []
+        for r in validation.results:
+            compares = r.expectation_config.description in comparison_texts
+            samples = () if r.success or compares else _samples(spark, r, stream, keys, label)
+            outcomes.append(ExpectationOutcome(
+                description=r.expectation_config.description or r.expectation_config.type, success=bool(r.success),
+                observed=_observed(r.result, r.expectation_config.type), compares_with_batch=compares, samples=samples))
         return SuiteOutcome(suite=name, success=bool(validation.success),
                             result_url=(urls[0].get("site_url") or "") if urls else "", expectations=outcomes)
 
@@ -160,8 +164,31 @@ class Validator:
         return (urls[0].get("site_url") or "") if urls else ""
 
 
-def _observed(result: dict) -> str:
+SAMPLES = 5
+
+
+def _samples(spark, result, stream, keys: tuple[str, ...], label: str) -> tuple[str, ...]:
+    """A few rows a failing data-quality rule caught, as ``key=value`` of the table's keys, so on-call can look them
+    up: a row query is run again (GX reports only a count), a column rule gives its unexpected values."""
+    config = result.expectation_config
+    query = config.kwargs.get("unexpected_rows_query")
+    if query:
+        view = _view_name("stream", label)
+        stream.createOrReplaceTempView(view)
+        caught = spark.sql(query.replace("{batch}", view))
+        shown = [k for k in keys if k in caught.columns] or caught.columns
+        return tuple(", ".join(f"{k}={row[k]}" for k in shown)
+                     for row in caught.select(*shown).limit(SAMPLES).collect())
+    column = config.kwargs.get("column")
+    values = (result.result or {}).get("partial_unexpected_list") or []
+    return tuple(f"{column}={value!r}" for value in values[:SAMPLES])
+
+
+def _observed(result: dict, kind: str) -> str:
+    """What GX saw, in words: a row rule's observed value is the number of rows it caught."""
     if result.get("unexpected_count") is not None:
         return f"{result['unexpected_count']} unexpected"
     observed = result.get("observed_value")
+    if kind == "unexpected_rows_expectation" and observed is not None:
+        return f"{observed} unexpected"
     return "" if observed is None else f"observed {observed}"

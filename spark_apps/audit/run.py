@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.audit import ledger
 from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, TableDiff, bucket_sql, diff_table
 from spark_apps.audit.expectations import SuiteOutcome, Validator
@@ -153,7 +154,34 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
     run.docs_url = validator.docs_index()
     run.report_path = write_report(settings, run)
     ledger.append(spark, settings, _ledger_rows(run, dt.datetime.now(dt.UTC)))
+    for verdict in run.verdicts:
+        if not verdict.gx.quality_ok:
+            raise_alert(spark, settings, quality_alert(run, verdict))
     return run
+
+
+def quality_alert(run: AuditRun, verdict: TableVerdict) -> Alert:
+    """A table that breaks its own data-quality rules: its own page, apart from a mismatch (stream and batch may
+    well agree on wrong data), naming each failing rule and a few rows it caught."""
+    failing = [e for e in verdict.gx.expectations if not e.success and not e.compares_with_batch]
+    label = verdict.table.label
+    rules = "; ".join(f"{e.description} ({e.observed})" + (f", e.g. {' | '.join(e.samples)}" if e.samples else "")
+                      for e in failing)
+    agreement = "stream and batch agree" if verdict.stream_equals_batch else "stream and batch also differ"
+    return Alert(
+        severity="critical",
+        summary=f"{label}: data-quality rules failed in reconciliation {run.run_id} ({agreement}): {rules}",
+        source=f"reconciliation ({run.pipeline})",
+        dedup_key=f"quality:{run.pipeline}:{label}",
+        table=label,
+        offsets=dict(run.position.end_offsets),
+        versions={verdict.table.stream: verdict.version},
+        details={"run_id": run.run_id, "stream_equals_batch": verdict.stream_equals_batch,
+                 "failing": [{"expectation": e.description, "observed": e.observed, "samples": list(e.samples)}
+                             for e in failing],
+                 "gx_result": verdict.gx.result_url, "report": str(run.report_path or "")},
+        runbook=runbook("data-quality"),
+    )
 
 
 def summary_lines(run: AuditRun) -> list[str]:

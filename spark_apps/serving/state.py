@@ -45,6 +45,7 @@ class RunEvidence:
     snapshot_table: str
     snapshot_version: int
     detail: str = ""
+    matches: bool = True  # stream and batch agreed on every table of the run (a failure was data quality only)
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,9 @@ def _alert_failed(spark, settings: Settings, pipeline: Pipeline, decision: Decis
     raise_alert(spark, settings, Alert(
         severity="critical",
         summary=(f"{decision.table}: {'serving fell back to the batch snapshot' if fell_back else 'stays on batch'}"
-                 f" - reconciliation {run.run_id} found the stream differs from the batch"),
+                 f" - reconciliation {run.run_id} "
+                 + ("found the stream differs from the batch" if not run.matches else
+                    f"failed data-quality rules (stream and batch agree; see the quality:{pipeline.name}:* alerts)")),
         source=f"serving state machine ({pipeline.name})", dedup_key=f"reconcile:{pipeline.name}:{decision.table}",
         table=decision.table,
         versions={decision.source_table: decision.source_version} if decision.source_version is not None else {},
@@ -239,12 +242,13 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
         raise PlatformError(f"the ledger has no run {run_id!r} of pipeline {pipeline.name!r}")
     runs = rows.where(F.col("started_at") <= anchor)
     run_ok = runs.groupBy("run_id").agg(F.min(F.col("success").cast("int")).alias("run_success"),
+                                        F.min(F.col("stream_equals_batch").cast("int")).alias("run_matches"),
                                         F.concat_ws("; ", F.collect_set(F.when(~F.col("success"), F.concat(
                                             F.col("table"), F.lit(" "), F.col("detail"))))).alias("failures"))
     gold = [pipeline.tables().gold(g.name) for g in pipeline.gold_tables]
     evidence = (runs.where(F.col("table").isin(gold)).join(run_ok, "run_id")
                 .select("run_id", "table", "started_at", "stream_app_id", "stream_batch_id", "success", "run_success",
-                        "failures", "stream_table", "snapshot_table", "snapshot_version")
+                        "failures", "run_matches", "stream_table", "snapshot_table", "snapshot_version")
                 .orderBy("started_at", "run_id").collect())
     reconciled = {r["table"]: r["stream_table"] for r in evidence if r["run_id"] == run_id}
     cutoffs = _operator_cutoffs(spark, settings, pipeline.name)
@@ -257,7 +261,7 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
                 run_id=r["run_id"], started_at=r["started_at"], stream_batch=(r["stream_app_id"], r["stream_batch_id"]),
                 success=bool(r["success"]) and bool(r["run_success"]), stream_table=r["stream_table"],
                 snapshot_table=r["snapshot_table"], snapshot_version=r["snapshot_version"],
-                detail=r["failures"] or ""))
+                detail=r["failures"] or "", matches=bool(r["run_matches"])))
     return histories
 
 

@@ -260,3 +260,31 @@ def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, set
         replay.build(spark, replaying, PIPELINE)
     assert generations.read(spark, replaying, PIPELINE.name) == [], "no generation is started"
     assert not (tmp_path / "checkpoints").exists(), "nothing was streamed"
+
+
+def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sample_keys(
+        spark, restarted_stream, audited, tmp_path):
+    from spark_apps.alerts.dispatch import ALERTS_TABLE
+
+    rules = tmp_path / "expectations" / "marketplace"
+    rules.mkdir(parents=True)
+    (rules / "gold.merchant_revenue.json").write_text(json.dumps({"expectations": [{
+        "type": "unexpected_rows_expectation",
+        "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE orders > 0",
+                   "description": "no window has an order (a rule every window with orders breaks)"}}]}))
+    settings = restarted_stream.job.settings.with_overrides(expectations_dir=tmp_path / "expectations")
+
+    run = audit(spark, settings, PIPELINE, only=["gold.merchant_revenue"])
+
+    (verdict,) = run.verdicts
+    assert verdict.stream_equals_batch and not verdict.gx.quality_ok and not run.success
+    alerts = [r for r in spark.read.format("delta").load(str(table_path(settings, ALERTS_TABLE))).collect()
+              if run.run_id in r.summary]
+    assert [(a.dedup_key, a.severity) for a in alerts] == [("quality:marketplace:gold.merchant_revenue", "critical")]
+    (failing,) = json.loads(alerts[0].details)["failing"]
+    assert failing["expectation"].startswith("no window has an order") and failing["observed"].endswith("unexpected")
+    windows_with_orders = spark.read.format("delta").load(restarted_stream.job.path("gold.merchant_revenue")) \
+        .where("orders > 0").count()
+    assert len(failing["samples"]) == min(5, windows_with_orders) > 0
+    assert all(s.startswith("merchant_id=") and "window_start=" in s for s in failing["samples"]), failing
+    assert alerts[0].runbook.endswith("#data-quality") and "(stream and batch agree)" in alerts[0].summary
