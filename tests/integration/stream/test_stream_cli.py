@@ -22,8 +22,8 @@ pytestmark = pytest.mark.integration
 def test_continuous_stream_writes_a_heartbeat_listens_on_loopback_only_and_stops_cleanly_on_sigterm(
         kafka_broker, make_topic, settings, tmp_path):
     topic = make_topic("test.stream.cli")
-    produce(settings.with_overrides(events_topic=topic),
-            PIPELINE, GeneratorRequest(seed=21, events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
+    produced = produce(settings.with_overrides(events_topic=topic), PIPELINE,
+                       GeneratorRequest(seed=21, events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
     env = {**os.environ, "KAPPA_HOME": str(tmp_path), "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
            "KAPPA_EVENTS_TOPIC": topic, "KAPPA_SPARK_JARS_DIR": str(settings.spark_jars_dir),
            "KAPPA_SPARK_SHUFFLE_PARTITIONS": "2", "KAPPA_TRIGGER_INTERVAL_S": "1", "KAPPA_SPARK_UI_ENABLED": "true"}
@@ -39,7 +39,8 @@ def test_continuous_stream_writes_a_heartbeat_listens_on_loopback_only_and_stops
         assert stream.poll() is None, f"the stream exited with {stream.returncode}: {stream.stderr.read()[-3000:]}"
         assert beat.get("last_batch_id") == 0 and beat["last_batch_records"] == 400, stream.stderr
         assert sum(beat["end_offsets"][topic].values()) == 400, "offsets are JSON numbers, not a JSON string"
-        assert beat["window"] == {"seconds": settings.dead_letter_window_s, "records": 400, "dead_letters": 0}
+        malformed = len(produced.manifest.malformed)
+        assert beat["window"] == {"seconds": settings.dead_letter_window_s, "records": 400, "dead_letters": malformed}
         # The broker and the stream with its UI on (driver, block manager, UI, Python workers): loopback only.
         listening = listening_addresses(process_tree(stream.pid) | {kafka_broker.pid()})
         assert len(listening) >= 4 and all(is_loopback(address) for address, _ in listening), listening
