@@ -31,6 +31,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import StreamPosition
+from spark_apps.io.spark_session import execution_for
 from spark_apps.pipeline.declaration import Pipeline
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,12 @@ def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     alignment = align(spark, settings, pipeline, generation, table, version, as_of)
     run_id = run_id or new_run_id()
     _selected(pipeline, generation, only)  # an unknown table name fails before the expensive recompute
-    snapshot = recompute(spark, settings, pipeline, alignment, run_id)
-    return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions, run_id=run_id)
+    position = alignment.position
+    records = sum(position.end_offsets.values()) - sum(position.start_offsets.get(p, 0) for p in position.end_offsets)
+    with execution_for(spark, records):
+        snapshot = recompute(spark, settings, pipeline, alignment, run_id)
+        return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions,
+                         run_id=run_id)
 
 
 def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> list[StreamTable]:

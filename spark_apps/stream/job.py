@@ -37,6 +37,7 @@ from spark_apps.io import lineage
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed, with_retries
 from spark_apps.io.fencing import CheckpointFence
+from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
@@ -171,6 +172,8 @@ class StreamJob:
         # each into extra jobs (one per re-planned stage) that cost more than they save. Measured: 97 Spark jobs per
         # 1,000-record batch instead of 151. The caller's session, and so the batch recompute, keeps it on.
         spark.conf.set("spark.sql.adaptive.enabled", "false")
+        choose_execution(spark, sum(end.values()) - sum(
+            lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic).get(p, 0) for p in end))
         app_id = self.app_id
         meta = {"pipeline": self.pipeline.name, "app_id": app_id, "batch_id": batch_id, "topic": self.topic,
                 "end_offsets": {str(p): o for p, o in sorted(end.items())},

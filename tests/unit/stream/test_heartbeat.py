@@ -33,3 +33,4 @@ def test_the_heartbeat_counts_records_and_dead_letters_of_the_batches_within_its
     write_heartbeat(tmp_path / "beat.json", SimpleNamespace(lastProgress=None, isActive=True), stats, "events", 900)
     window = json.loads((tmp_path / "beat.json").read_text())["window"]
     assert window == {"seconds": 900, "records": 500, "dead_letters": 30}, "batch 0 ended before the window"
+
