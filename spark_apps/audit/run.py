@@ -97,9 +97,7 @@ def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     alignment = align(spark, settings, pipeline, generation, table, version, as_of)
     run_id = run_id or new_run_id()
     _selected(pipeline, generation, only)  # an unknown table name fails before the expensive recompute
-    position = alignment.position
-    records = sum(position.end_offsets.values()) - sum(position.start_offsets.get(p, 0) for p in position.end_offsets)
-    with execution_for(spark, records):
+    with execution_for(spark, alignment.position.records):
         snapshot = recompute(spark, settings, pipeline, alignment, run_id)
         return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions,
                          run_id=run_id)

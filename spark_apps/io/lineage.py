@@ -26,10 +26,20 @@ class StreamPosition:
     start_offsets: dict[int, int]
     end_offsets: dict[int, int]
 
+    @property
+    def records(self) -> int:
+        """How many log records ``[start, end)`` spans."""
+        return records_between(self.start_offsets, self.end_offsets)
+
     def describe(self) -> str:
         spans = ", ".join(f"p{p}=[{self.start_offsets.get(p, 0)},{o})" for p, o in sorted(self.end_offsets.items()))
         return (f"version {self.table_version}: batch {self.batch_id} of {self.app_id}; "
                 f"topic {self.topic} {spans}")
+
+
+def records_between(start: dict[int, int], end: dict[int, int]) -> int:
+    """How many log records lie between two positions (a partition missing from ``start`` starts at 0)."""
+    return sum(o - start.get(p, 0) for p, o in end.items())
 
 
 def _read_log_file(path: Path) -> list[str]:

@@ -172,8 +172,8 @@ class StreamJob:
         # each into extra jobs (one per re-planned stage) that cost more than they save. Measured: 97 Spark jobs per
         # 1,000-record batch instead of 151. The caller's session, and so the batch recompute, keeps it on.
         spark.conf.set("spark.sql.adaptive.enabled", "false")
-        choose_execution(spark, sum(end.values()) - sum(
-            lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic).get(p, 0) for p in end))
+        start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
+        choose_execution(spark, lineage.records_between(start, end))
         app_id = self.app_id
         meta = {"pipeline": self.pipeline.name, "app_id": app_id, "batch_id": batch_id, "topic": self.topic,
                 "end_offsets": {str(p): o for p, o in sorted(end.items())},
@@ -200,7 +200,7 @@ class StreamJob:
                 self._recompute_silver_and_gold(spark, parsed, app_id, batch_id, timings)
             self.faults.reached("after_gold", batch_id)
             with timed(timings, "commit_record"):
-                self._record_commit(spark, meta, batch_id, n_valid + n_dead, n_dead, time.monotonic() - started)
+                self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
             self.recorded_through = batch_id
             self.faults.reached("before_checkpoint_commit", batch_id)
         stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end)
@@ -252,10 +252,11 @@ class StreamJob:
         id) pair keeps it idempotent."""
         with_retries(lambda: upsert_recomputed(spark, self.path(table), *args), f"MERGE into {table} (stream)")
 
-    def _record_commit(self, spark, meta: dict, batch_id: int, records: int, dead: int, duration: float) -> None:
+    def _record_commit(self, spark, meta: dict, start: dict[int, int], records: int, dead: int,
+                       duration: float) -> None:
         from pyspark.sql import Row
 
-        start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
+        batch_id = meta["batch_id"]
         row = Row(pipeline=meta["pipeline"], app_id=meta["app_id"], batch_id=batch_id, topic=self.topic,
                   start_offsets={int(p): int(o) for p, o in start.items()},
                   end_offsets={int(p): int(o) for p, o in meta["end_offsets"].items()},

@@ -26,3 +26,9 @@ def test_work_over_a_shared_session_gives_the_session_its_own_settings_back():
     with execution_for(session, 10):
         assert session.conf["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
     assert session.conf == {"spark.sql.codegen.wholeStage": "true"}
+
+
+def test_the_records_of_a_span_count_a_partition_new_to_it_from_offset_zero():
+    from spark_apps.io.lineage import records_between
+
+    assert records_between({0: 100, 1: 40}, {0: 250, 1: 40, 2: 7}) == 157
