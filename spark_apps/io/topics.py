@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from spark_apps.core.errors import BrokerError, TopicConfigError
 from spark_apps.core.settings import Settings
+from spark_apps.io.log_identity import checkpoints_reading, refusal
 
 REQUIRED_TOPIC_CONFIGS = {
     "message.timestamp.type": "LogAppendTime",
@@ -65,6 +66,7 @@ def ensure_topic(settings: Settings, name: str | None = None, partitions: int | 
     with admin_client(settings) as admin:
         created = False
         if name not in admin.list_topics():
+            _refuse_recreating(settings, name)
             try:
                 admin.create_topics(
                     {name: {"num_partitions": partitions, "replication_factor": settings.topic_replication_factor,
@@ -77,6 +79,15 @@ def ensure_topic(settings: Settings, name: str | None = None, partitions: int | 
         described = admin.describe_topics([name])[0]["partitions"]
         check_topic_durability(admin, name, described, settings)
     return TopicState(name=name, partitions=len(described), created=created)
+
+
+def _refuse_recreating(settings: Settings, name: str) -> None:
+    """A missing topic that a stream's checkpoint has read was deleted: creating it again would restart its offsets
+    at 0 under the stream, so it is refused (see ``log_identity``)."""
+    readers = checkpoints_reading(settings.checkpoint_root, name)
+    if readers:
+        raise refusal(f"topic {name}, which the stream has read, no longer exists, and creating it again would "
+                      "restart its offsets at 0", readers[0])
 
 
 def durability_configs(settings: Settings) -> dict[str, str]:
@@ -135,6 +146,30 @@ def check_topic_config(admin, name: str) -> None:
 
 def partition_offsets(settings: Settings, topic: str | None = None) -> dict[int, tuple[int, int]]:
     """Per partition: (earliest offset still in the log, next offset to be written)."""
+    return describe_log(settings, topic).offsets
+
+
+@dataclass(frozen=True)
+class LogState:
+    """A topic as the broker has it now: its id (None when the topic does not exist) and, per partition, (earliest
+    offset still in the log, next offset to be written)."""
+
+    topic: str
+    topic_id: str | None
+    offsets: dict[int, tuple[int, int]]
+
+    @property
+    def log_end(self) -> dict[int, int]:
+        return {p: end for p, (_, end) in self.offsets.items()}
+
+
+# The id Kafka reports for a topic it does not know (KIP-516's zero UUID).
+NO_TOPIC_ID = "00000000-0000-0000-0000-000000000000"
+
+
+def describe_log(settings: Settings, topic: str | None = None) -> LogState:
+    """The topic's id and offsets. A topic deleted and recreated under the same name gets a new id and offsets
+    that start again at 0, which is how the stream and the supervisor tell it from the one they read."""
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
 
@@ -142,6 +177,8 @@ def partition_offsets(settings: Settings, topic: str | None = None) -> dict[int,
     with admin_client(settings) as admin:
         described = admin.describe_topics([topic])[0]
         parts = [TopicPartition(topic, p["partition_index"]) for p in described["partitions"]]
-        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in parts})
-        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in parts})
-    return {tp.partition: (earliest[tp].offset, latest[tp].offset) for tp in sorted(parts)}
+        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in parts}) if parts else {}
+        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in parts}) if parts else {}
+    topic_id = str(described.get("topic_id") or "") or None
+    return LogState(topic, None if not parts or topic_id == NO_TOPIC_ID else topic_id,
+                    {tp.partition: (earliest[tp].offset, latest[tp].offset) for tp in sorted(parts)})

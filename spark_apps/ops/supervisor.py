@@ -8,6 +8,9 @@ heartbeat and the log end offsets (kafka-python), and judges them with the pure 
   when it has written none since), or no micro-batch completed while the log held records it had not read;
 - ``lagging``: more than ``max_lag_records`` records between its committed offsets and the log end;
 - ``ok``.
+
+Before all of these, ``rewound``: the topic is not the log the stream read (recreated, truncated: see
+``log_identity``). The supervisor then stops the stream, starts nothing and pages.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
-from spark_apps.io.topics import partition_offsets
+from spark_apps.io.log_identity import log_problem
+from spark_apps.io.topics import describe_log
 from spark_apps.services.processes import cmdline
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
@@ -36,7 +40,8 @@ UNSUPERVISED_BEAT_S = 30.0
 # Lag beyond this many times max_lag_records pages on-call; below it a lagging stream is a warning.
 CRITICAL_LAG_FACTOR = 10
 STOP_TIMEOUT_S = 120.0
-_SUMMARIES = {"started": "was down, restarted", "crash-loop": "keeps crashing", "down": "is down",
+_SUMMARIES = {"rewound": "reads a topic that is not its log",
+              "started": "was down, restarted", "crash-loop": "keeps crashing", "down": "is down",
               "stalled": "is stalled", "lagging": "is lagging", "blind": "cannot be supervised"}
 
 
@@ -45,6 +50,7 @@ class Health:
     """One verdict on the stream; ``detail`` is the line on-call reads first."""
 
     status: str  # "ok" | "started" | "crash-loop" | "down" | "stalled" | "lagging" | "blind" (log unreadable)
+    #              | "rewound" (the topic is not the log the stream read)
     lag_records: int | None  # None until the stream reports its first progress
     lag_by_partition: dict[int, int]
     heartbeat_age_s: float | None
@@ -126,6 +132,14 @@ def track_progress(previous: dict | None, pid: int | None, last_batch_id: int | 
     return {**seen, "since_s": now_s}
 
 
+def rewound(heartbeat: dict | None, log_end: dict[int, int], current_topic_id: str | None,
+            settings: Settings) -> str:
+    """Why the topic is not the log the stream's heartbeat says it read, or "" (see ``log_identity``)."""
+    topic = stream_topic(heartbeat, settings)
+    return log_problem(topic, (heartbeat or {}).get("topic_id"), current_topic_id,
+                       committed_offsets(heartbeat, topic) or {}, log_end)
+
+
 def assess(heartbeat: dict | None, process_alive: bool, log_end: dict[int, int], now_s: float, settings: Settings,
            *, started_at_s: float | None = None, behind_since_s: float | None = None) -> Health:
     """Judge the stream from its process, its heartbeat and the log end.
@@ -167,7 +181,7 @@ def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Al
     incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
     if health.status == "ok":
         return None
-    critical = health.status in ("down", "stalled", "blind", "crash-loop") or (
+    critical = health.status in ("down", "stalled", "blind", "crash-loop", "rewound") or (
         health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
     pipeline = settings.pipeline
     anchor = "stream-down" if health.status == "started" else f"stream-{health.status}"
@@ -300,7 +314,12 @@ def _wait_gone(pid: int, pipeline: str, timeout_s: float) -> bool:
 
 def log_end_offsets(settings: Settings, topic: str | None = None) -> dict[int, int]:
     """Per partition, the offset the next record will get."""
-    return {p: end for p, (_, end) in partition_offsets(settings, topic).items()}
+    return describe_log(settings, topic).log_end
+
+
+def topic_id_of(settings: Settings, topic: str) -> str | None:
+    """The topic's id now (None when it does not exist)."""
+    return describe_log(settings, topic).topic_id
 
 
 # ---- one round ----------------------------------------------------------------------------------------------------
@@ -317,6 +336,13 @@ def supervise(settings: Settings, start: bool = True) -> Health:
         # Without the log end neither lag nor a restart can be judged: page, start nothing.
         return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {},
                             dead_letter_alert(heartbeat, settings))
+    problem = rewound(heartbeat, log_end, topic_id_of(settings, topic) if (heartbeat or {}).get("topic_id") else None,
+                      settings)
+    if problem:
+        stopped = stop_stream(settings) if pid is not None else False
+        detail = f"{problem}; {'stopped the stream' if stopped else 'the stream is not running'}, started nothing"
+        return _tell_on_call(settings, Health("rewound", None, {}, None, detail, pid=pid), log_end,
+                             dead_letter_alert(heartbeat, settings))
     lag = lag_by_partition(heartbeat, log_end, settings)
     progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)

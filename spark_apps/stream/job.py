@@ -33,7 +33,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.progress import timed
 from spark_apps.core.settings import Settings
-from spark_apps.io import lineage
+from spark_apps.io import lineage, log_identity
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed, with_retries
 from spark_apps.io.fencing import CheckpointFence
@@ -89,6 +89,8 @@ class StreamJob:
         self.app_id: str | None = None
         # The last batch this app recorded in the commits table: every batch up to it is in every table already.
         self.recorded_through = -1
+        # The id of the topic this checkpoint reads (recorded at its first start); the heartbeat carries it.
+        self.topic_id: str | None = None
         self.stats: list[BatchStats] = []
 
     def path(self, table: str) -> str:
@@ -266,11 +268,29 @@ class StreamJob:
 
     # ---- running ------------------------------------------------------------------------------
 
+    def check_log(self) -> None:
+        """Refuse a topic that is not the log this checkpoint has read (recreated, truncated or gone), before a
+        record of it is read; record the topic's id on the first start."""
+        from spark_apps.io.topics import describe_log
+
+        planned = lineage.planned_batches(self.checkpoint)
+        read_through = lineage.batch_end_offsets(self.checkpoint, planned[-1], self.topic) if planned else {}
+        recorded = log_identity.recorded_source(self.checkpoint)
+        log = describe_log(self.settings, self.topic)
+        problem = log_identity.log_problem(self.topic, (recorded or {}).get("topic_id"), log.topic_id,
+                                           read_through, log.log_end)
+        if problem:
+            raise log_identity.refusal(problem, self.checkpoint)
+        if recorded is None and log.topic_id is not None:
+            log_identity.record_source(self.checkpoint, self.topic, log.topic_id)
+        self.topic_id = (recorded or {}).get("topic_id") or log.topic_id
+
     def prepare(self) -> None:
         self.fence.acquire()
         try:
             self.ensure_tables()
             self.app_id = self.check_checkpoint()
+            self.check_log()
         except BaseException:
             self.fence.release()
             raise
@@ -313,7 +333,8 @@ class StreamJob:
             while query.isActive and not stop.is_set():
                 query.awaitTermination(0.5)
                 if heartbeat is not None:
-                    write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s)
+                    write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s,
+                                    self.topic_id)
             if stop.is_set():
                 query.stop()
             query.awaitTermination()
@@ -327,13 +348,15 @@ class StreamJob:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if heartbeat is not None:
-            write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s)
+            write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s,
+                            self.topic_id)
         return self.stats
 
 
-def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int) -> None:
-    """What a supervisor reads: last batch, its offsets and lag, durations, when, and the records and dead letters
-    of the batches that finished within the last ``window_s`` seconds.
+def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int,
+                    topic_id: str | None = None) -> None:
+    """What a supervisor reads: last batch, its offsets and lag, durations, when, the records and dead letters
+    of the batches that finished within the last ``window_s`` seconds, and the id of the topic the stream reads.
 
     The last batch's offsets come from the batch itself, not from Spark's progress report: that report lands a
     moment after the batch ends, and a heartbeat naming batch N must carry batch N's offsets."""
@@ -344,6 +367,7 @@ def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, wind
     recent = [s for s in stats if now - s.finished_at_s <= window_s]
     payload = {
         "written_at_epoch_s": now,
+        "topic_id": topic_id,
         "query_active": query.isActive,
         "last_batch_id": stats[-1].batch_id if stats else None,
         "last_batch_records": stats[-1].records if stats else None,

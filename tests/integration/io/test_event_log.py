@@ -13,8 +13,9 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from spark_apps.core.waiting import wait_for
+from spark_apps.io.log_identity import LogRewound, log_problem, record_source
 from spark_apps.io.producer import produce
-from spark_apps.io.topics import partition_offsets
+from spark_apps.io.topics import admin_client, describe_log, ensure_topic, partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from tests.support.expected import event_time
@@ -141,3 +142,26 @@ def test_records_over_the_topic_limit_are_named_in_one_line_and_every_other_reco
             "record number 4, 8. The other 8 were sent and acknowledged.") in error
     assert sorted(json.loads(r.value)["event_id"] for r in read_log(settings, topic)) == sorted(
         f"big{n}" for n in (1, 2, 3, 5, 6, 7, 9, 10))
+
+
+def test_a_deleted_topic_a_stream_has_read_is_never_recreated_and_a_recreated_one_shows_a_new_id(
+        kafka_broker, topic, isolated_home):
+    settings = isolated_home.with_overrides(events_topic=topic)
+    first = describe_log(settings, topic)
+    assert first.topic_id and first.log_end == {p: 0 for p in range(settings.topic_partitions)}
+    record_source(settings.checkpoint_root / "marketplace", topic, first.topic_id)
+    with admin_client(settings) as admin:
+        admin.delete_topics([topic])
+    wait_for(lambda: not describe_log(settings, topic).offsets, "the topic to be deleted", 30)
+    with pytest.raises(LogRewound, match=f"topic {topic}, which the stream has read, no longer exists, and creating "
+                                         "it again would restart its offsets at 0"):
+        ensure_topic(settings, topic)
+    assert not describe_log(settings, topic).offsets, "nothing was created"
+
+    with admin_client(settings) as admin:
+        admin.create_topics({topic: {"num_partitions": settings.topic_partitions, "replication_factor": 1}},
+                            wait_for_metadata=True)
+    again = describe_log(settings, topic)
+    assert again.topic_id not in (None, first.topic_id)
+    assert "it was deleted and recreated" in log_problem(topic, first.topic_id, again.topic_id, {0: 3},
+                                                         again.log_end)

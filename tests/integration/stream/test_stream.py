@@ -9,7 +9,9 @@ from collections import Counter
 import pytest
 
 from spark_apps.io.lineage import batch_end_offsets, batch_start_offsets, committed_batches, position_at
+from spark_apps.io.log_identity import SOURCE_FILE, LogRewound, record_source, recorded_source
 from spark_apps.io.log_reader import read_log_range
+from spark_apps.io.topics import describe_log
 from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE, SESSION_GAP_S, WINDOW_S
 from spark_apps.stream.job import CheckpointMismatch, StreamJob
@@ -141,3 +143,19 @@ def test_a_checkpoint_of_another_run_is_refused(spark, restarted_stream):
             StreamJob(spark, job.settings, PIPELINE).prepare()
     finally:
         app_file.write_text(original)
+
+
+def test_a_topic_recreated_under_the_stream_is_refused_before_a_record_is_read(spark, restarted_stream):
+    job = restarted_stream.job
+    source = job.checkpoint / SOURCE_FILE
+    original = source.read_text()
+    assert recorded_source(job.checkpoint) == {"topic": job.topic, "topic_id": describe_log(job.settings).topic_id}
+    record_source(job.checkpoint, job.topic, "11111111-2222-3333-4444-555555555555")
+    commits = spark.read.format("delta").load(job.path(job.tables.commits)).count()
+    try:
+        with pytest.raises(LogRewound, match=f"topic {job.topic} has id .* but the stream read the topic with id "
+                                             "11111111-2222-3333-4444-555555555555: it was deleted and recreated"):
+            StreamJob(spark, job.settings, PIPELINE).prepare()
+        assert spark.read.format("delta").load(job.path(job.tables.commits)).count() == commits
+    finally:
+        source.write_text(original)

@@ -12,6 +12,7 @@ import pytest
 from spark_apps.core.settings import is_loopback
 from spark_apps.core.waiting import poll
 from spark_apps.io.producer import produce
+from spark_apps.io.topics import describe_log
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest
 from tests.support.sockets import listening_addresses, process_tree
@@ -41,6 +42,7 @@ def test_continuous_stream_writes_a_heartbeat_listens_on_loopback_only_and_stops
         assert sum(beat["end_offsets"][topic].values()) == 400, "offsets are JSON numbers, not a JSON string"
         malformed = len(produced.manifest.malformed)
         assert beat["window"] == {"seconds": settings.dead_letter_window_s, "records": 400, "dead_letters": malformed}
+        assert beat["topic_id"] == describe_log(settings, topic).topic_id, "the supervisor compares it with the broker"
         # The broker and the stream with its UI on (driver, block manager, UI, Python workers): loopback only.
         listening = listening_addresses(process_tree(stream.pid) | {kafka_broker.pid()})
         assert len(listening) >= 4 and all(is_loopback(address) for address, _ in listening), listening

@@ -308,3 +308,32 @@ def test_cli_supervise_stop_without_a_supervised_stream_says_so(monkeypatch, cap
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
     assert main(["supervise", "--stop"]) == 0
     assert capsys.readouterr().out == "stream marketplace: was not running under the supervisor\n"
+
+
+@pytest.mark.parametrize(("topic_id_now", "log_end", "why"), [
+    ("id-new", {0: 900}, "topic shop.events has id id-new, but the stream read the topic with id id-old"),
+    ("id-old", {0: 4}, "the offsets of topic shop.events went backwards (partition 0 ends at 4 but was read to 500)"),
+])
+def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(settings, monkeypatch, topic_id_now,
+                                                                              log_end, why):
+    alerts, stopped = [], []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: log_end)
+    monkeypatch.setattr(supervisor, "topic_id_of", lambda s, topic: topic_id_now)
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "stop_stream", lambda s: stopped.append(s) or True)
+    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {**beat({0: 500}), "topic_id": "id-old"})
+    health = supervisor.supervise(settings)
+    assert (health.status, health.healthy, stopped) == ("rewound", False, [settings])
+    assert health.detail.startswith(why) and health.detail.endswith("stopped the stream, started nothing")
+    assert [(a.severity, a.dedup_key, a.runbook.rsplit("#", 1)[1]) for a in alerts] == [
+        ("critical", "stream:marketplace:rewound", "stream-rewound")]
+
+
+def test_a_heartbeat_without_a_topic_id_asks_the_broker_for_none(settings, monkeypatch):
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
+    monkeypatch.setattr(supervisor, "topic_id_of", lambda s, topic: pytest.fail("no id to compare with"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: beat({0: 500}))
+    assert supervisor.supervise(settings, start=False).status != "rewound"
