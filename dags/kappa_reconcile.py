@@ -11,13 +11,17 @@ state machine move each gold table between the batch snapshot (`lambda`) and the
 While every gold table serves the stream, the batch only audits, every `KAPPA_KAPPA_AUDIT_EVERY_S`
 seconds; the runs in between skip. A mismatch switches the table back to the batch snapshot at
 once and pages on-call (runbook: `docs/runbook.md#reconciliation-mismatch`); the run then ends
-failed so the grid shows it. Rerunning a run is safe: its reconciliation is found in the ledger by
-run id and not recomputed, and its serving decision is not taken twice.
+failed so the grid shows it. A run not finished `KAPPA_RECONCILE_DEADLINE_S` after it was queued
+pages on-call (a Deadline Alert; runbook: `docs/runbook.md#audit-late`) and goes on. Rerunning a
+run is safe: its reconciliation is found in the ledger by run id and not recomputed, and its
+serving decision is not taken twice.
 """
 
 from __future__ import annotations
 
-from airflow.sdk import AssetAlias, dag, task
+from datetime import timedelta
+
+from airflow.sdk import AssetAlias, AsyncCallback, DeadlineAlert, DeadlineReference, dag, task
 
 from spark_apps.core.settings import Settings
 from spark_apps.orchestration.tasks import dag_arguments, serving_asset
@@ -31,6 +35,9 @@ RECONCILED = AssetAlias(f"kappa.{SETTINGS.pipeline}.reconciled")
     schedule=SETTINGS.reconcile_schedule,
     tags=["kappa", "reconciliation", "serving"],
     doc_md=__doc__,
+    deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT,
+                           interval=timedelta(seconds=SETTINGS.reconcile_deadline_s),
+                           callback=AsyncCallback("spark_apps.orchestration.notifier.deadline_missed")),
     **dag_arguments(SETTINGS),
 )
 def kappa_reconcile():

@@ -111,12 +111,18 @@ class Settings:
     # stream and batch agree on (a producer on a new schema version): the supervisor raises it.
     dead_letter_max_ratio: float = 0.05
     dead_letter_window_s: int = 900
+    # An event stamped more than this many seconds after the broker appended it comes from a producer whose clock
+    # (or code) is wrong: stream and batch agree on it, so the supervisor raises it (see runbook future-events).
+    future_skew_s: int = 300
 
     # Serving: K consecutive exact reconciliations of distinct stream batches, spanning at least this long,
     # switch a gold table from the batch snapshot (lambda) to the stream table (kappa).
     serving_exact_runs: int = 3
     serving_min_span_s: int = 7200
     reconcile_schedule: str = "@hourly"
+    # A reconcile run not finished this long after it was queued pages (an Airflow Deadline Alert): by default,
+    # when the next hourly run is due.
+    reconcile_deadline_s: int = 3600
     # The dbt DAG also runs on this schedule, so the marts stay fresh while audits are skipped.
     dbt_schedule: str = "@hourly"
     # Once every gold table serves from the stream, the batch only audits, this often.
@@ -161,8 +167,8 @@ class Settings:
         self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
-                     "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s",
-                     "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
+                     "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s", "future_skew_s",
+                     "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s", "reconcile_deadline_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         if not 0 <= self.dead_letter_max_ratio < 1:
@@ -357,11 +363,15 @@ FIELD_DOCS: dict[str, str] = {
     "crash_loop_window_s": "The window, in seconds, in which KAPPA_CRASH_LOOP_RESTARTS restarts are a crash loop.",
     "dead_letter_max_ratio": "Dead letters above this share of the records the stream read within "
                              "KAPPA_DEAD_LETTER_WINDOW_S raise an alert (critical above one half).",
-    "dead_letter_window_s": "The window, in seconds, over which the stream's heartbeat counts records and dead "
-                            "letters.",
+    "dead_letter_window_s": "The window, in seconds, over which the stream's heartbeat counts records, dead "
+                            "letters and future events.",
+    "future_skew_s": "An event whose time is more than this many seconds after the broker appended it counts as "
+                     "from the future: the supervisor raises an alert, the event stays in the tables.",
     "serving_exact_runs": "Consecutive exact reconciliations of distinct batches before a gold table serves kappa.",
     "serving_min_span_s": "Those runs must span at least this many seconds.",
     "reconcile_schedule": "Schedule of the kappa_reconcile DAG.",
+    "reconcile_deadline_s": "A kappa_reconcile run not finished this many seconds after it was queued pages on-call "
+                            "(an Airflow Deadline Alert); the run goes on.",
     "dbt_schedule": "Cron schedule (UTC) on which the kappa_dbt DAG runs besides every reconciliation.",
     "kappa_audit_every_s": "Once every gold table serves kappa, the batch audits only this often, in seconds.",
     "maintenance_schedule": "Schedule of the kappa_maintenance DAG.",

@@ -223,6 +223,35 @@ def dead_letter_alert(heartbeat: dict | None, settings: Settings) -> Alert | Non
     )
 
 
+def future_event_alert(heartbeat: dict | None, settings: Settings) -> Alert | None:
+    """An alert when events of the heartbeat's window claim times more than ``future_skew_s`` after the broker
+    appended them: a producer's clock or code is wrong, and reconciliation cannot see it (the batch reads the same
+    times). Critical when they are more than half of what the stream read."""
+    window = (heartbeat or {}).get("window") or {}
+    records, future = window.get("records") or 0, window.get("future_events") or 0
+    if not future:
+        return None
+    pipeline = settings.pipeline
+    return Alert(
+        severity="critical" if future > records / 2 else "warning",
+        summary=f"stream {pipeline} read {future:,} of {records:,} events stamped more than "
+                f"{settings.future_skew_s}s after the broker appended them, in the last {window.get('seconds')}s",
+        source="supervisor",
+        dedup_key=f"stream:{pipeline}:future-events",
+        table="silver.events",
+        offsets=committed_offsets(heartbeat, stream_topic(heartbeat, settings)) or {},
+        details={"records": records, "future_events": future, "window_s": window.get("seconds"),
+                 "future_skew_s": settings.future_skew_s},
+        runbook=runbook("future-events"),
+    )
+
+
+def window_alerts(heartbeat: dict | None, settings: Settings) -> list[Alert]:
+    """The data problems of the heartbeat's window that stream and batch agree on, so only the stream sees."""
+    return [alert for alert in (dead_letter_alert(heartbeat, settings), future_event_alert(heartbeat, settings))
+            if alert is not None]
+
+
 def status_line(health: Health, pipeline: str) -> str:
     lag = "unknown" if health.lag_records is None else f"{health.lag_records:,} records"
     age = "none" if health.heartbeat_age_s is None else f"{health.heartbeat_age_s:.0f}s old"
@@ -335,14 +364,14 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     if blind:
         # Without the log end neither lag nor a restart can be judged: page, start nothing.
         return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {},
-                            dead_letter_alert(heartbeat, settings))
+                            *window_alerts(heartbeat, settings))
     problem = rewound(heartbeat, log_end, topic_id_of(settings, topic) if (heartbeat or {}).get("topic_id") else None,
                       settings)
     if problem:
         stopped = stop_stream(settings) if pid is not None else False
         detail = f"{problem}; {'stopped the stream' if stopped else 'the stream is not running'}, started nothing"
         return _tell_on_call(settings, Health("rewound", None, {}, None, detail, pid=pid), log_end,
-                             dead_letter_alert(heartbeat, settings))
+                             *window_alerts(heartbeat, settings))
     lag = lag_by_partition(heartbeat, log_end, settings)
     progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)
@@ -359,7 +388,7 @@ def supervise(settings: Settings, start: bool = True) -> Health:
         health = replace(health, status="crash-loop" if looping else "started", pid=new_pid,
                          detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
                                 f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
-    return _tell_on_call(settings, health, log_end, dead_letter_alert(heartbeat, settings))
+    return _tell_on_call(settings, health, log_end, *window_alerts(heartbeat, settings))
 
 
 def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int], *more: Alert | None) -> Health:

@@ -7,6 +7,7 @@ cheap, and the callback records its alert in the outbox instead of starting a JV
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,31 @@ def task_failure_alert(context: Mapping[str, Any]) -> Alert:
                  "logical_date": logical_date.isoformat() if logical_date else None,
                  "try_number": ti.try_number, "exception": error},
         runbook=runbook("task-failed"))
+
+
+def deadline_alert(context: Mapping[str, Any]) -> Alert:
+    """The alert for a DAG run that missed its deadline, from the simple context Airflow's scheduler hands the
+    callback (``dag_run`` as the REST API shows it, and ``deadline``): one incident per DAG."""
+    run = context.get("dag_run") or {}
+    dag_id, run_id = run.get("dag_id", "unknown"), run.get("dag_run_id") or run.get("run_id")
+    deadline = (context.get("deadline") or {}).get("deadline_time")
+    return Alert(
+        severity="critical",
+        summary=f"Airflow run {dag_id} {run_id} has not finished by its deadline {deadline} (queued "
+                f"{run.get('queued_at')}, {run.get('state')}): the audit is late, so serving decisions wait",
+        source="airflow",
+        dedup_key=f"deadline:{dag_id}",
+        details={"dag_id": dag_id, "run_id": run_id, "queued_at": run.get("queued_at"),
+                 "deadline_time": str(deadline), "state": run.get("state")},
+        runbook=runbook("audit-late"))
+
+
+async def deadline_missed(context: Mapping[str, Any] | None = None, **_: Any) -> str:
+    """Airflow's triggerer awaits this when a run misses its deadline: page on-call like any alert. The sinks are
+    blocking HTTP calls, so they run in a thread, off the triggerer's event loop."""
+    alert = deadline_alert(context or {})
+    await asyncio.to_thread(dispatch, Settings.from_env(), alert)
+    return alert.summary
 
 
 class KappaAlertNotifier(BaseNotifier):

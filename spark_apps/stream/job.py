@@ -42,8 +42,23 @@ from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.faults import FaultPlan
-from spark_apps.transforms.events import COORDINATES, lateness_flag, losers, rows_of_keys, touched_keys, winners
-from spark_apps.transforms.parsing import COORDINATE_COLUMNS, candidate_rows, dead_letters, parse_records, valid_events
+from spark_apps.transforms.events import (
+    COORDINATES,
+    future_flag,
+    lateness_flag,
+    losers,
+    rows_of_keys,
+    touched_keys,
+    winners,
+)
+from spark_apps.transforms.parsing import (
+    COORDINATE_COLUMNS,
+    REASON_COLUMN,
+    candidate_rows,
+    dead_letters,
+    parse_records,
+    valid_events,
+)
 
 log = logging.getLogger(__name__)
 # Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
@@ -71,6 +86,7 @@ class BatchStats:
     stage_seconds: dict[str, float]
     end_offsets: dict[int, int]
     finished_at_s: float = dataclasses.field(default_factory=time.time)
+    future_events: int = 0
 
 
 class StreamJob:
@@ -185,9 +201,7 @@ class StreamJob:
             with timed(timings, "parse"):
                 # Read Kafka and parse once; every write below reuses these rows.
                 parsed = parse_records(batch_df, self.pipeline.schema).localCheckpoint(eager=True)
-                counts = parsed.groupBy(parsed["dead_letter_reason"].isNull().alias("ok")).count().collect()
-            n_valid = sum(r["count"] for r in counts if r["ok"])
-            n_dead = sum(r["count"] for r in counts if not r["ok"])
+                n_valid, n_dead, n_future = self._tally(parsed)
             with timed(timings, "bronze"):
                 idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
             self.faults.reached("after_bronze", batch_id)
@@ -205,10 +219,21 @@ class StreamJob:
                 self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
             self.recorded_through = batch_id
             self.faults.reached("before_checkpoint_commit", batch_id)
-        stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end)
+        stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end,
+                           future_events=n_future)
         self.stats.append(stats)
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+
+    def _tally(self, parsed) -> tuple[int, int, int]:
+        """(valid records, dead letters, valid events from the future) of a batch, in one query."""
+        from pyspark.sql import functions as F
+
+        ok = F.col(REASON_COLUMN).isNull()
+        future = ok & future_flag(self.pipeline.schema.time_field, self.settings.future_skew_s)
+        row = parsed.agg(F.count(F.when(ok, True)).alias("valid"), F.count(F.when(~ok, True)).alias("dead"),
+                         F.count(F.when(future, True)).alias("future")).first()
+        return row["valid"], row["dead"], row["future"]
 
     def _recompute_silver_and_gold(self, spark, parsed, app_id: str, batch_id: int,
                                    timings: dict[str, float]) -> None:
@@ -355,8 +380,9 @@ class StreamJob:
 
 def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int,
                     topic_id: str | None = None) -> None:
-    """What a supervisor reads: last batch, its offsets and lag, durations, when, the records and dead letters
-    of the batches that finished within the last ``window_s`` seconds, and the id of the topic the stream reads.
+    """What a supervisor reads: last batch, its offsets and lag, durations, when, the records, dead letters and
+    future events of the batches that finished within the last ``window_s`` seconds, and the id of the topic the
+    stream reads.
 
     The last batch's offsets come from the batch itself, not from Spark's progress report: that report lands a
     moment after the batch ends, and a heartbeat naming batch N must carry batch N's offsets."""
@@ -378,7 +404,8 @@ def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, wind
         "input_rows_per_second": progress.get("inputRowsPerSecond"),
         "processed_rows_per_second": progress.get("processedRowsPerSecond"),
         "window": {"seconds": window_s, "records": sum(s.records for s in recent),
-                   "dead_letters": sum(s.dead_letters for s in recent)},
+                   "dead_letters": sum(s.dead_letters for s in recent),
+                   "future_events": sum(s.future_events for s in recent)},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -20,6 +20,13 @@ def lateness_flag(event_time: str, allowed_lateness_s: int) -> Column:
     return lag_s > F.lit(float(allowed_lateness_s))
 
 
+def future_flag(event_time: str, skew_s: int) -> Column:
+    """From the future when the event claims to have happened more than ``skew_s`` after the broker appended it:
+    judged against the append time, not the clock, so stream and batch count the same events."""
+    ahead_s = F.col(event_time).cast("double") - F.col("log_append_time").cast("double")
+    return ahead_s > F.lit(float(skew_s))
+
+
 def _ranked(candidates: DataFrame, id_field: str) -> DataFrame:
     """Rank each event's records by log position; rank 1 is the winner (lowest partition, offset)."""
     order = Window.partitionBy(id_field).orderBy(F.col("partition").asc(), F.col("offset").asc())

@@ -21,7 +21,7 @@ def parsed(tmp_path_factory) -> dict:
     settings = Settings(home=home)
     env = {**airflow_environment(settings), "KAPPA_HOME": str(home), "KAPPA_RECONCILE_SCHEDULE": "@daily",
            "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4", "KAPPA_TASK_TIMEOUT_S": "5400",
-           "KAPPA_DBT_SCHEDULE": "15 */2 * * *"}
+           "KAPPA_DBT_SCHEDULE": "15 */2 * * *", "KAPPA_RECONCILE_DEADLINE_S": "900"}
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"), "parse",
                            str(PROJECT_ROOT / "dags")], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -88,3 +88,9 @@ def test_schedules_come_from_settings(parsed):
     assert dags["kappa_reconcile"]["schedule"] == "@daily"
     assert "0:07:00" in dags["kappa_stream_supervisor"]["schedule"]
     assert dags["kappa_replay"]["schedule"] == "None"
+
+
+def test_a_reconcile_run_not_finished_by_its_deadline_pages_through_the_triggerer(parsed):
+    assert parsed["dags"]["kappa_reconcile"]["deadlines"] == [
+        {"reference": "DagRunQueuedAtDeadline", "interval_s": 900.0,
+         "callback": "spark_apps.orchestration.notifier.deadline_missed"}]

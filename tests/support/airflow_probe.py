@@ -22,6 +22,11 @@ def schedule_text(dag) -> str:
     return str(dag.schedule)
 
 
+def _deadlines(dag) -> list:
+    deadline = getattr(dag, "deadline", None)
+    return [] if deadline is None else list(deadline) if isinstance(deadline, list) else [deadline]
+
+
 def parse(dags_folder: str) -> dict:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -44,6 +49,8 @@ def parse(dags_folder: str) -> dict:
         "dags": {dag_id: {
             "tags": sorted(dag.tags), "doc_md": bool(dag.doc_md), "schedule": schedule_text(dag),
             "fileloc": dag.fileloc,
+            "deadlines": [{"reference": type(d.reference).__name__, "interval_s": d.interval.total_seconds(),
+                           "callback": d.callback.path} for d in _deadlines(dag)],
             "topological": [t.task_id for t in dag.topological_sort()],
             "tasks": {t.task_id: {"retries": t.retries, "failure_callbacks": len(t.on_failure_callback or []),
                                   "timeout_s": t.execution_timeout.total_seconds() if t.execution_timeout else None}

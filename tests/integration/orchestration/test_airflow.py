@@ -16,12 +16,15 @@ import pytest
 
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.cli import main
-from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.core.settings import PROJECT_ROOT, is_loopback
 from spark_apps.core.waiting import wait_for
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.services import airflow_standalone
 from spark_apps.services.airflow_env import airflow_environment
+from spark_apps.services.processes import free_port, group_members
 from spark_apps.serving import state as serving
+from tests.support.sockets import listening_addresses
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
@@ -250,3 +253,58 @@ def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_i
         assert (decision.mode, decision.run_id) == (mode, run_id)
         assert (decision.source_table, decision.source_version) == expected
     assert not (stream_settings.run_dir / f"{PIPELINE.name}.stream.pid").exists()
+
+
+def reconcile_runs(env: dict) -> dict[str, str | None]:
+    """run id -> state of every kappa_reconcile run in Airflow's metadata database."""
+    db = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///")
+    with sqlite3.connect(db) as conn:
+        return dict(conn.execute("SELECT run_id, state FROM dag_run WHERE dag_id = 'kappa_reconcile'").fetchall())
+
+
+def airflow_cli(env: dict, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "airflow", *args], env=env, capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, timeout=300)
+
+
+def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_listens_on_loopback_only(
+        served, webhook):
+    """`kappa airflow start` as on-call runs it (API server, scheduler, DAG processor, triggerer, log server): once
+    the reconcile DAG is unpaused, the scheduler creates its run on schedule (every minute here), the LocalExecutor
+    runs its tasks (the reconcile task's `kappa reconcile` and its JVM included) and the run succeeds; with a
+    deadline shorter than the run, the triggerer pages that it is late; every socket Airflow holds is on loopback;
+    `kappa airflow stop` (what `make down` runs) ends every one of its processes."""
+    stream_settings, _ = served
+    on_call = stream_settings.with_overrides(airflow_port=free_port(), airflow_log_server_port=free_port(),
+                                             reconcile_schedule="* * * * *", reconcile_deadline_s=5)
+    env = {**os.environ, **on_call.as_env()}
+    airflow_env = {**env, **airflow_environment(on_call)}
+    earlier = set(reconcile_runs(airflow_env))
+    started = subprocess.run([sys.executable, "-m", "spark_apps.cli", "airflow", "start"], env=env,
+                             capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600)
+    group = airflow_standalone.running_group(on_call)
+    try:
+        assert started.returncode == 0, started.stderr[-3000:]
+        assert "password in " in started.stdout and "readable by you only" in started.stdout
+        listening = listening_addresses(set(group_members(group)))
+        assert len(listening) >= 2 and all(is_loopback(address) for address, _ in listening), listening
+        wait_for(lambda: airflow_cli(airflow_env, "dags", "unpause", "kappa_reconcile").returncode == 0,
+                 "the DAG processor to parse the reconcile DAG", 300, every_s=5)
+
+        def first_scheduled_run_done() -> tuple[str, str] | None:
+            done = [(run_id, state) for run_id, state in reconcile_runs(airflow_env).items()
+                    if run_id not in earlier and state in ("success", "failed")]
+            return min(done) if done else None
+
+        run_id, state = wait_for(first_scheduled_run_done, "the scheduler to run the reconcile DAG",
+                                 RECOMPUTE_SNAPSHOT_TIMEOUT_S, every_s=2)
+        assert run_id.startswith("scheduled__") and state == "success", \
+            airflow_standalone.log_file(on_call).read_text()[-4000:]
+        late = wait_for(lambda: [body for body in webhook.bodies("/hook") if body["dedup_key"] == "deadline:"
+                                 "kappa_reconcile" and body["details"]["run_id"] == run_id],
+                        "the triggerer to page the missed deadline", 120)
+        assert late[0]["severity"] == "critical" and late[0]["runbook"].endswith("#audit-late")
+    finally:
+        stopped = subprocess.run([sys.executable, "-m", "spark_apps.cli", "airflow", "stop"], env=env,
+                                 capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
+    assert stopped.stdout.strip() == "airflow stopped" and not group_members(group)

@@ -16,6 +16,7 @@ from spark_apps.ops.supervisor import (
     alert_for,
     assess,
     dead_letter_alert,
+    future_event_alert,
     incident_changes,
     is_stream_command,
     lag_by_partition,
@@ -337,3 +338,38 @@ def test_a_heartbeat_without_a_topic_id_asks_the_broker_for_none(settings, monke
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: beat({0: 500}))
     assert supervisor.supervise(settings, start=False).status != "rewound"
+
+
+def future(records: int, ahead: int) -> dict:
+    return {**beat({0: 500}), "window": {"seconds": 900, "records": records, "dead_letters": 0,
+                                         "future_events": ahead}}
+
+
+def test_events_stamped_past_the_skew_after_their_append_warn_and_page_when_they_are_most_of_the_window(settings):
+    assert future_event_alert(future(1000, 0), settings) is None
+    assert future_event_alert(beat({0: 5}), settings) is None, "a heartbeat without a window"
+    warning = future_event_alert(future(1000, 3), settings)
+    assert (warning.severity, warning.dedup_key, warning.table) == (
+        "warning", "stream:marketplace:future-events", "silver.events")
+    assert warning.summary == ("stream marketplace read 3 of 1,000 events stamped more than 300s after the broker "
+                               "appended them, in the last 900s")
+    assert warning.runbook.endswith("#future-events") and warning.offsets == {0: 500}
+    assert future_event_alert(future(1000, 501), settings).severity == "critical", "a producer's clock is wrong"
+
+
+def test_a_supervision_round_raises_the_future_event_alert_and_resolves_it_when_the_window_holds_none(
+        settings, monkeypatch):
+    alerts: list[Alert] = []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
+    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings).write_text("77\n")
+    heartbeat = settings.run_dir / "marketplace.heartbeat.json"
+    heartbeat.write_text(json.dumps(future(1000, 4)))
+    assert supervisor.supervise(settings, start=False).status == "ok"
+    heartbeat.write_text(json.dumps(future(1000, 0)))
+    assert supervisor.supervise(settings, start=False).status == "ok"
+    assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
+        ("stream:marketplace:future-events", "warning", False), ("stream:marketplace:future-events", "info", True)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import importlib
 import json
@@ -73,6 +74,34 @@ def test_the_notifier_is_an_airflow_notifier_that_sends_the_failure_and_keeps_it
     kept, = [json.loads(line) for line in (tmp_path / "alerts" / "outbox.jsonl").read_text().splitlines()]
     assert kept["alert_id"] == sent["alert_id"]
     assert kept["deliveries"] == [{"sink": "webhook", "ok": True, "status": 200, "error": "", "attempts": 1}]
+
+
+def deadline_context() -> dict:
+    """What Airflow's scheduler hands a deadline callback: the run as its REST API shows it, and the deadline."""
+    return {"dag_run": {"dag_id": "kappa_reconcile", "dag_run_id": "scheduled__2026-03-01T08:00:00+00:00",
+                        "queued_at": "2026-03-01T08:00:02Z", "state": "running"},
+            "deadline": {"id": "d-1", "deadline_time": "2026-03-01T09:00:02Z"}}
+
+
+def test_a_missed_deadline_is_one_critical_incident_per_dag_linked_to_the_audit_late_runbook(airflow_alerts):
+    alert = airflow_alerts.deadline_alert(deadline_context())
+    assert (alert.severity, alert.dedup_key, alert.runbook) == (
+        "critical", "deadline:kappa_reconcile", "docs/runbook.md#audit-late")
+    assert alert.summary == ("Airflow run kappa_reconcile scheduled__2026-03-01T08:00:00+00:00 has not finished by "
+                             "its deadline 2026-03-01T09:00:02Z (queued 2026-03-01T08:00:02Z, running): the audit "
+                             "is late, so serving decisions wait")
+
+
+def test_the_triggerer_callback_is_awaitable_and_sends_the_missed_deadline(airflow_alerts, monkeypatch, tmp_path):
+    from airflow.sdk import AsyncCallback
+
+    AsyncCallback.verify_callable(airflow_alerts.deadline_missed)
+    with WebhookReceiver() as receiver:
+        monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+        monkeypatch.setenv("KAPPA_ALERT_WEBHOOK_URL", f"{receiver.url}/hook")
+        summary = asyncio.run(airflow_alerts.deadline_missed(context=deadline_context()))
+    sent, = receiver.bodies("/hook")
+    assert sent["dedup_key"] == "deadline:kappa_reconcile" and sent["summary"] == summary
 
 
 def test_importing_the_notifier_loads_neither_spark_nor_kafka(tmp_path):

@@ -25,12 +25,15 @@ def test_before_any_batch_the_heartbeat_reports_spark_progress_offsets_as_number
     assert beat["end_offsets"] == {"events": {"0": 5}} and beat["latest_offsets"] == {"events": {"0": 9}}
 
 
-def test_the_heartbeat_counts_records_and_dead_letters_of_the_batches_within_its_window(tmp_path):
+def test_the_heartbeat_counts_records_dead_letters_and_future_events_of_the_batches_within_its_window(tmp_path):
     now = time.time()
-    stats = [BatchStats(0, 1000, 900, 1.0, {}, {0: 1000}, finished_at_s=now - 1000),
-             BatchStats(1, 300, 20, 1.0, {}, {0: 1300}, finished_at_s=now - 100),
+    stats = [BatchStats(0, 1000, 900, 1.0, {}, {0: 1000}, finished_at_s=now - 1000, future_events=7),
+             BatchStats(1, 300, 20, 1.0, {}, {0: 1300}, finished_at_s=now - 100, future_events=2),
              BatchStats(2, 200, 10, 1.0, {}, {0: 1500}, finished_at_s=now - 5)]
-    write_heartbeat(tmp_path / "beat.json", SimpleNamespace(lastProgress=None, isActive=True), stats, "events", 900)
-    window = json.loads((tmp_path / "beat.json").read_text())["window"]
-    assert window == {"seconds": 900, "records": 500, "dead_letters": 30}, "batch 0 ended before the window"
+    write_heartbeat(tmp_path / "beat.json", SimpleNamespace(lastProgress=None, isActive=True), stats, "events", 900,
+                    topic_id="id-a")
+    beat = json.loads((tmp_path / "beat.json").read_text())
+    assert beat["window"] == {"seconds": 900, "records": 500, "dead_letters": 30, "future_events": 2}, \
+        "batch 0 ended before the window"
+    assert beat["topic_id"] == "id-a"
 
