@@ -158,6 +158,7 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
     sending every other one, so one oversized record costs the run nothing else)."""
     from kafka.errors import MessageSizeTooLargeError
 
+    from spark_apps.io.record_appender import RecordAppender
     from spark_apps.io.topics import max_message_bytes
 
     limit = max_message_bytes(settings, topic)
@@ -169,9 +170,10 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
     interrupted = False
     started = time.monotonic()
     try:
+        append = RecordAppender(producer, topic)
         for number, record in enumerate(_paced(records, rate), start=1):
             try:
-                acks.add(producer.send(topic, key=record.key, value=record.value))
+                acks.add(append(record.key, record.value))
             except MessageSizeTooLargeError:
                 too_large.append(number)
                 continue
