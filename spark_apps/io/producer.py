@@ -158,16 +158,20 @@ class Acks:
     def __init__(self) -> None:
         self.pending: list = []
         self.failures: list[BaseException] = []
+        # How many were still unanswered at the last settle: counting from there, a broker that falls behind by
+        # more than PRUNE_EVERY records does not make every further record scan all of them again.
+        self._kept = 0
 
     def add(self, future) -> None:
         self.pending.append(future)
-        if len(self.pending) >= self.PRUNE_EVERY:
+        if len(self.pending) - self._kept >= self.PRUNE_EVERY:
             self.settle()
 
     def settle(self) -> None:
         """Note the failures among the finished futures and keep only the unfinished ones."""
         self.failures += [future.exception for future in self.pending if future.failed()]
         self.pending = [future for future in self.pending if not future.is_done]
+        self._kept = len(self.pending)
 
 
 def send(settings: Settings, topic: str, records: Iterable[R], total: int | None, rate: float | None = None,
