@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
-from kafka.partitioner.default import DefaultPartitioner
+import random
 
-from spark_apps.io.key_partitioner import CachedKeyPartitioner
+from kafka.partitioner.default import DefaultPartitioner
+from kafka.partitioner.default import murmur2 as kafka_murmur2
+
+from spark_apps.io.key_partitioner import CachedKeyPartitioner, murmur2
 
 
 class Cluster:
@@ -45,3 +48,9 @@ def test_a_full_cache_is_emptied_and_partitions_stay_the_same():
 
 def test_records_without_a_key_go_to_one_of_the_topics_partitions():
     assert CachedKeyPartitioner().partition("t", None, None, b"v", b"v", Cluster({0, 1, 2})) in {0, 1, 2}
+
+
+def test_murmur2_equals_kafka_pythons_for_every_length_and_byte():
+    rng = random.Random(7)
+    keys = [bytes(rng.randrange(256) for _ in range(length)) for length in range(70) for _ in range(30)]
+    assert [murmur2(k) for k in keys + KEYS] == [kafka_murmur2(k) for k in keys + KEYS]

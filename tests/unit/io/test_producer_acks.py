@@ -26,3 +26,18 @@ def test_acknowledged_futures_are_let_go_every_so_many_records():
         future.success("ok")
         acks.add(future)
     assert len(acks.pending) < 4 and acks.failures == []
+
+
+def test_a_broker_that_falls_behind_is_looked_at_every_so_many_records_not_at_every_record():
+    class Counted(Acks):
+        PRUNE_EVERY = 4
+        settled = 0
+
+        def settle(self) -> None:
+            self.settled += 1
+            super().settle()
+
+    acks = Counted()
+    for _ in range(20):
+        acks.add(Future())
+    assert acks.settled == 5 and len(acks.pending) == 20
