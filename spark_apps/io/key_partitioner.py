@@ -37,6 +37,15 @@ class CachedKeyPartitioner(DefaultPartitioner):
             found = self._hashes[key] = murmur2(key) & 0x7FFFFFFF
         return found
 
+    def partition(self, topic, key, serialized_key, value, serialized_value, cluster):
+        if serialized_key is None:
+            return super().partition(topic, key, serialized_key, value, serialized_value, cluster)
+        partitions = cluster.partitions_for_topic(topic)
+        if not partitions:
+            raise ValueError(f"Topic {topic} not found in ClusterMetadata")
+        ordered = sorted(partitions)
+        return ordered[self.key_hash(serialized_key) % len(ordered)]
+
 
 def murmur2(data: bytes) -> int:
     """Kafka's murmur2 (``Utils.murmur2``), equal to kafka-python's for every input and nearly twice as fast: the
@@ -53,12 +62,3 @@ def murmur2(data: bytes) -> int:
         h = ((h ^ int.from_bytes(data[body:], "little")) * _M) & _MASK
     h = ((h ^ (h >> 13)) * _M) & _MASK
     return h ^ (h >> 15)
-
-    def partition(self, topic, key, serialized_key, value, serialized_value, cluster):
-        if serialized_key is None:
-            return super().partition(topic, key, serialized_key, value, serialized_value, cluster)
-        partitions = cluster.partitions_for_topic(topic)
-        if not partitions:
-            raise ValueError(f"Topic {topic} not found in ClusterMetadata")
-        ordered = sorted(partitions)
-        return ordered[self.key_hash(serialized_key) % len(ordered)]

@@ -37,6 +37,7 @@ def test_every_key_goes_to_the_default_partitioners_partition_first_time_and_fro
         expected = [default.partition("t", k, k, None, None, cluster) for k in KEYS]
         assert [cached.partition("t", k, k, None, None, cluster) for k in KEYS] == expected
         assert [cached.partition("t", k, k, None, None, cluster) for k in KEYS] == expected
+        assert cached._hashes.keys() == set(KEYS)
 
 
 def test_a_full_cache_is_emptied_and_partitions_stay_the_same():
