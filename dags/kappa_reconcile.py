@@ -37,7 +37,8 @@ RECONCILED = AssetAlias(f"kappa.{SETTINGS.pipeline}.reconciled")
     doc_md=__doc__,
     deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT,
                            interval=timedelta(seconds=SETTINGS.reconcile_deadline_s),
-                           callback=AsyncCallback("spark_apps.orchestration.notifier.deadline_missed")),
+                           callback=AsyncCallback("spark_apps.orchestration.notifier.deadline_missed"))
+    if SETTINGS.reconcile_deadline_s else None,
     **dag_arguments(SETTINGS),
 )
 def kappa_reconcile():

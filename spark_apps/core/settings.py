@@ -121,7 +121,7 @@ class Settings:
     serving_min_span_s: int = 7200
     reconcile_schedule: str = "@hourly"
     # A reconcile run not finished this long after it was queued pages (an Airflow Deadline Alert): by default,
-    # when the next hourly run is due.
+    # when the next hourly run is due. 0 turns the deadline off.
     reconcile_deadline_s: int = 3600
     # The dbt DAG also runs on this schedule, so the marts stay fresh while audits are skipped.
     dbt_schedule: str = "@hourly"
@@ -168,9 +168,11 @@ class Settings:
         for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
                      "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s", "future_skew_s",
-                     "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s", "reconcile_deadline_s"):
+                     "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        if self.reconcile_deadline_s < 0:
+            raise SettingsError(f"KAPPA_RECONCILE_DEADLINE_S must be >= 0, got {self.reconcile_deadline_s}")
         if not 0 <= self.dead_letter_max_ratio < 1:
             raise SettingsError(f"KAPPA_DEAD_LETTER_MAX_RATIO must be in [0, 1), got {self.dead_letter_max_ratio}")
         if self.allowed_lateness_s < 0:
@@ -371,7 +373,7 @@ FIELD_DOCS: dict[str, str] = {
     "serving_min_span_s": "Those runs must span at least this many seconds.",
     "reconcile_schedule": "Schedule of the kappa_reconcile DAG.",
     "reconcile_deadline_s": "A kappa_reconcile run not finished this many seconds after it was queued pages on-call "
-                            "(an Airflow Deadline Alert); the run goes on.",
+                            "(an Airflow Deadline Alert); the run goes on. 0: no deadline.",
     "dbt_schedule": "Cron schedule (UTC) on which the kappa_dbt DAG runs besides every reconciliation.",
     "kappa_audit_every_s": "Once every gold table serves kappa, the batch audits only this often, in seconds.",
     "maintenance_schedule": "Schedule of the kappa_maintenance DAG.",
