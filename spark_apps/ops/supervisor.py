@@ -204,45 +204,49 @@ def dead_letter_alert(heartbeat: dict | None, settings: Settings) -> Alert | Non
     """An alert when dead letters exceed their allowed share of what the stream read within the heartbeat's window
     (at least ``DEAD_LETTER_MIN_RECORDS`` records, so two bad records of three page nobody); critical above half,
     which is what a producer on a schema version the pipeline does not know looks like."""
-    window = (heartbeat or {}).get("window") or {}
-    records, dead = window.get("records") or 0, window.get("dead_letters") or 0
+    records, dead, seconds = _window(heartbeat, "dead_letters")
     if records < DEAD_LETTER_MIN_RECORDS or dead <= settings.dead_letter_max_ratio * records:
         return None
-    pipeline = settings.pipeline
-    return Alert(
-        severity="critical" if dead > records / 2 else "warning",
-        summary=f"stream {pipeline} dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the "
-                f"last {window.get('seconds')}s (limit {settings.dead_letter_max_ratio:.1%})",
-        source="supervisor",
-        dedup_key=f"stream:{pipeline}:dead-letters",
-        table="audit.dead_letters",
-        offsets=committed_offsets(heartbeat, stream_topic(heartbeat, settings)) or {},
-        details={"records": records, "dead_letters": dead, "window_s": window.get("seconds"),
-                 "dead_letter_max_ratio": settings.dead_letter_max_ratio},
-        runbook=runbook("dead-letter-ratio"),
-    )
+    return _window_alert(
+        heartbeat, settings, dead, records, "dead-letters", "audit.dead_letters", "dead-letter-ratio",
+        f"dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the last {seconds}s "
+        f"(limit {settings.dead_letter_max_ratio:.1%})",
+        {"records": records, "dead_letters": dead, "window_s": seconds,
+         "dead_letter_max_ratio": settings.dead_letter_max_ratio})
 
 
 def future_event_alert(heartbeat: dict | None, settings: Settings) -> Alert | None:
     """An alert when events of the heartbeat's window claim times more than ``future_skew_s`` after the broker
     appended them: a producer's clock or code is wrong, and reconciliation cannot see it (the batch reads the same
     times). Critical when they are more than half of what the stream read."""
-    window = (heartbeat or {}).get("window") or {}
-    records, future = window.get("records") or 0, window.get("future_events") or 0
+    records, future, seconds = _window(heartbeat, "future_events")
     if not future:
         return None
-    pipeline = settings.pipeline
+    return _window_alert(
+        heartbeat, settings, future, records, "future-events", "silver.events", "future-events",
+        f"read {future:,} of {records:,} events stamped more than {settings.future_skew_s}s after the broker "
+        f"appended them, in the last {seconds}s",
+        {"records": records, "future_events": future, "window_s": seconds, "future_skew_s": settings.future_skew_s})
+
+
+def _window(heartbeat: dict | None, counted: str) -> tuple[int, int, int | None]:
+    """(records, ``counted``, seconds) of the heartbeat's window; zeros for a heartbeat without one."""
+    window = (heartbeat or {}).get("window") or {}
+    return window.get("records") or 0, window.get(counted) or 0, window.get("seconds")
+
+
+def _window_alert(heartbeat: dict | None, settings: Settings, count: int, records: int, condition: str, table: str,
+                  anchor: str, what: str, details: dict) -> Alert:
+    """A data problem of the heartbeat's window, critical when it is more than half of what the stream read."""
     return Alert(
-        severity="critical" if future > records / 2 else "warning",
-        summary=f"stream {pipeline} read {future:,} of {records:,} events stamped more than "
-                f"{settings.future_skew_s}s after the broker appended them, in the last {window.get('seconds')}s",
+        severity="critical" if count > records / 2 else "warning",
+        summary=f"stream {settings.pipeline} {what}",
         source="supervisor",
-        dedup_key=f"stream:{pipeline}:future-events",
-        table="silver.events",
+        dedup_key=f"stream:{settings.pipeline}:{condition}",
+        table=table,
         offsets=committed_offsets(heartbeat, stream_topic(heartbeat, settings)) or {},
-        details={"records": records, "future_events": future, "window_s": window.get("seconds"),
-                 "future_skew_s": settings.future_skew_s},
-        runbook=runbook("future-events"),
+        details=details,
+        runbook=runbook(anchor),
     )
 
 

@@ -223,6 +223,21 @@ def test_incident_changes_resolve_what_was_open_and_is_not_raised_again():
         ["stream:p:stalled"], ["stream:p:dead-letters"])
 
 
+def healthy_rounds(settings, monkeypatch, *heartbeats: dict) -> list[Alert]:
+    """One supervision round of a running, caught-up stream per heartbeat, each judged ok; what was dispatched."""
+    alerts: list[Alert] = []
+    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
+    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings).write_text("77\n")
+    for heartbeat in heartbeats:
+        (settings.run_dir / "marketplace.heartbeat.json").write_text(json.dumps(heartbeat))
+        assert supervisor.supervise(settings, start=False).status == "ok"
+    return alerts
+
+
 def windowed(records: int, dead: int) -> dict:
     return {**beat({0: 500}), "window": {"seconds": 900, "records": records, "dead_letters": dead}}
 
@@ -242,18 +257,7 @@ def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(s
 
 def test_a_supervision_round_raises_the_dead_letter_alert_next_to_a_healthy_verdict_and_resolves_it(
         settings, monkeypatch):
-    alerts: list[Alert] = []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
-    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
-    pid_path(settings).write_text("77\n")
-    heartbeat = settings.run_dir / "marketplace.heartbeat.json"
-    heartbeat.write_text(json.dumps(windowed(1000, 900)))
-    assert supervisor.supervise(settings, start=False).status == "ok"
-    heartbeat.write_text(json.dumps(windowed(1000, 0)))
-    assert supervisor.supervise(settings, start=False).status == "ok"
+    alerts = healthy_rounds(settings, monkeypatch, windowed(1000, 900), windowed(1000, 0))
     assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
         ("stream:marketplace:dead-letters", "critical", False), ("stream:marketplace:dead-letters", "info", True)]
 
@@ -359,17 +363,6 @@ def test_events_stamped_past_the_skew_after_their_append_warn_and_page_when_they
 
 def test_a_supervision_round_raises_the_future_event_alert_and_resolves_it_when_the_window_holds_none(
         settings, monkeypatch):
-    alerts: list[Alert] = []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
-    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
-    pid_path(settings).write_text("77\n")
-    heartbeat = settings.run_dir / "marketplace.heartbeat.json"
-    heartbeat.write_text(json.dumps(future(1000, 4)))
-    assert supervisor.supervise(settings, start=False).status == "ok"
-    heartbeat.write_text(json.dumps(future(1000, 0)))
-    assert supervisor.supervise(settings, start=False).status == "ok"
+    alerts = healthy_rounds(settings, monkeypatch, future(1000, 4), future(1000, 0))
     assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
         ("stream:marketplace:future-events", "warning", False), ("stream:marketplace:future-events", "info", True)]
