@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from decimal import Decimal
+from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -119,11 +120,22 @@ def make_producer(settings: Settings, linger_ms: int = PACED_LINGER_MS, max_reco
                           "is it running? `make up` starts the embedded broker") from None
 
 
-def _paced(records: Iterable[R], rate: float | None) -> Iterator[R]:
+# How many records a run sent flat out draws from its source at a time (see _read_ahead).
+READ_AHEAD = 4096
+
+
+def _read_ahead(records: Iterable[R]) -> Iterator[R]:
+    """The records in order, drawn from ``records`` READ_AHEAD at a time.
+
+    Drawing a few thousand records from a generator and then appending them all to the producer's batches runs each
+    side's code while it is still in the CPU's caches; alternating record by record took about a third longer."""
+    iterator = iter(records)
+    while portion := list(islice(iterator, READ_AHEAD)):
+        yield from portion
+
+
+def _paced(records: Iterable[R], rate: float) -> Iterator[R]:
     """Hold records back so that on average no more than ``rate`` leave per second."""
-    if not rate:
-        yield from records
-        return
     started = time.monotonic()
     for index, record in enumerate(records):
         ahead = started + index / rate - time.monotonic()
@@ -197,7 +209,7 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
     try:
         with nullcontext() if rate else _cyclic_gc_paused():
             append = RecordAppender(producer, topic)
-            for number, record in enumerate(_paced(records, rate), start=1):
+            for number, record in enumerate(_paced(records, rate) if rate else _read_ahead(records), start=1):
                 try:
                     acks.add(append(record.key, record.value))
                 except MessageSizeTooLargeError:
