@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.producer.future import FutureRecordMetadata
 from kafka.record.memory_records import MemoryRecords
@@ -70,3 +71,11 @@ def test_keyless_and_near_limit_records_go_through_send(producer):
     near = b"x" * (10_000 - SIZE_MARGIN)
     assert append(None, b"v") == "sent" and append(b"k", near) == "sent"
     assert producer.sent == [("t", None, b"v"), ("t", b"k", near)] and batched(producer) == {}
+
+
+def test_a_topic_whose_partitions_the_broker_refuses_sends_everything_through_send(producer):
+    def refused(topic):
+        raise TopicAuthorizationFailedError(topic)
+
+    producer.partitions_for = refused
+    assert RecordAppender(producer, "t")(b"k", b"v") == "sent" and producer.sent == [("t", b"k", b"v")]
