@@ -41,6 +41,7 @@ from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
+from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.transforms.events import (
     COORDINATES,
@@ -365,10 +366,7 @@ class StreamJob:
             query.awaitTermination()
         except StreamingQueryException as failure:
             detail = str(failure)
-            cause = next((line.strip() for line in detail.splitlines()
-                          if "Error:" in line or "Exception:" in line or "Fault:" in line),
-                         detail.splitlines()[0] if detail else "unknown error")
-            raise StreamFailed(f"the streaming query failed: {cause}", detail) from None
+            raise StreamFailed(failure_summary(detail), detail) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
