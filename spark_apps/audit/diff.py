@@ -58,7 +58,7 @@ class TableDiff:
 
 
 def bucket_sql(columns: list[str], keys: tuple[str, ...], buckets: int) -> str:
-    """The SQL expression that puts a row in its comparison bucket (shared with the GX queries)."""
+    """The SQL expression that puts a row in its comparison bucket."""
     if WINDOW_COLUMN in columns:
         return f"coalesce(CAST(`{WINDOW_COLUMN}` AS STRING), 'null')"
     key_list = ", ".join(f"`{k}`" for k in keys)

@@ -2,9 +2,10 @@
 
 Each stream table gets one suite, validated against the stream table at version ``V``:
 
-- stream vs batch: equal row counts, and no row on either side without an identical row on the other
-  (anti joins both ways, limited to the buckets whose fingerprints differ), written as
-  ``UnexpectedRowsExpectation`` queries over ``{batch}`` joined with session views of the snapshot;
+- stream vs batch, over every row and on its own (it never reads the fingerprint diff's result): equal row counts,
+  every key as often on each side (keys both ways), and every column equal for the keys both sides have. They are
+  row queries over ``{batch}`` joined with a session view of the snapshot, and their failing rows, which name the
+  keys, are listed in the Data Docs;
 - data quality: keys unique and not null, plus the table's own rules from
   ``expectations/<pipeline>/<table>.json`` (GX expectation types and kwargs).
 
@@ -13,6 +14,7 @@ A checkpoint per table stores the validation results and rebuilds the Data Docs 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from spark_apps.core.settings import Settings
 
 log = logging.getLogger(__name__)
 DATA_SOURCE = "kappa_reconciliation"
+SHOWN_ROWS = 20  # failing rows of a stream-vs-batch expectation kept in its result and its Data Docs page
 
 
 @dataclass(frozen=True)
@@ -56,29 +59,59 @@ def _view_name(kind: str, label: str) -> str:
     return f"kappa_{kind}__{label.replace('.', '__')}"
 
 
-def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...], bucket: str) -> list:
-    """The stream-vs-batch expectations; ``{batch}`` is the stream table at ``V``."""
-    import great_expectations.expectations as gxe
+@functools.cache
+def comparison_class():
+    """``UnexpectedRowsExpectation`` that also reports its rows as GX's unexpected values, so the Data Docs list
+    the offending keys (the stock one keeps them out of every result format the docs render)."""
+    from great_expectations.expectations import UnexpectedRowsExpectation
 
-    snapshot, buckets = _view_name("snapshot", label), _view_name("buckets", label)
-    same_row = " AND ".join(f"s.`{c}` <=> b.`{c}`" for c in columns)
-    listed = lambda alias: ", ".join(f"{alias}.`{c}`" for c in columns)  # noqa: E731
-    in_buckets = f"{bucket} IN (SELECT bucket FROM {buckets})"
-    stream_side = f"(SELECT * FROM {{batch}} WHERE {in_buckets})"
-    batch_side = f"(SELECT * FROM {snapshot} WHERE {in_buckets})"
-    return [
-        gxe.UnexpectedRowsExpectation(
+    class ExpectStreamRowsToMatchBatchSnapshot(UnexpectedRowsExpectation):
+        """Stream vs batch: no row the query returns may exist; each returned row names a key and what differs."""
+
+        def _validate(self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None) -> dict:
+            rows = metrics["unexpected_rows_query.table"]
+            count = metrics["unexpected_rows_query.row_count"]
+            shown = [", ".join(f"{column}={value}" for column, value in row.items()) for row in rows[:SHOWN_ROWS]]
+            return {"success": count == 0,
+                    "result": {"observed_value": count, "unexpected_count": count, "partial_unexpected_list": shown}}
+
+    return ExpectStreamRowsToMatchBatchSnapshot
+
+
+def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...]) -> list:
+    """The stream-vs-batch expectations; ``{batch}`` is the stream table at ``V``, compared with the whole
+    snapshot."""
+    expectation = comparison_class()
+    snapshot = _view_name("snapshot", label)
+    same_key = " AND ".join(f"s.`{k}` <=> b.`{k}`" for k in keys)
+    key_list = ", ".join(f"`{k}`" for k in keys)
+    values = [c for c in columns if c not in keys]
+    differing = ", ".join(f"IF(s.`{c}` <=> b.`{c}`, NULL, '{c}')" for c in values)
+    per_key = lambda table: f"(SELECT {key_list}, count(*) AS n FROM {table} GROUP BY {key_list})"  # noqa: E731
+    comparisons = [
+        expectation(
             description=f"{label}: the stream has as many rows as the batch snapshot",
             unexpected_rows_query=(f"SELECT s.n AS stream_rows, b.n AS batch_rows FROM (SELECT count(*) AS n FROM "
                                    f"{{batch}}) s CROSS JOIN (SELECT count(*) AS n FROM {snapshot}) b "
                                    "WHERE s.n <> b.n")),
-        gxe.UnexpectedRowsExpectation(
-            description=f"{label}: every row has an identical row on the other side (stream vs batch snapshot)",
+        expectation(
+            description=f"{label}: every key has as many rows in the stream as in the batch snapshot, both ways",
             unexpected_rows_query=(
-                f"SELECT 'only in stream' AS side, {listed('s')} FROM {stream_side} s LEFT ANTI JOIN {batch_side} b "
-                f"ON {same_row} UNION ALL SELECT 'only in batch' AS side, {listed('b')} FROM {batch_side} b "
-                f"LEFT ANTI JOIN {stream_side} s ON {same_row}")),
+                "SELECT CASE WHEN s.n IS NULL THEN 'missing_in_stream' WHEN b.n IS NULL THEN 'extra_in_stream' "
+                "ELSE 'copies_differ' END AS kind, "
+                + ", ".join(f"coalesce(s.`{k}`, b.`{k}`) AS `{k}`" for k in keys)
+                + ", coalesce(s.n, 0) AS stream_rows, coalesce(b.n, 0) AS batch_rows "
+                f"FROM {per_key('{batch}')} s FULL OUTER JOIN {per_key(snapshot)} b ON {same_key} "
+                "WHERE s.n IS NULL OR b.n IS NULL OR s.n <> b.n")),
     ]
+    if values:
+        comparisons.append(expectation(
+            description=f"{label}: every column is equal for the keys both sides have",
+            unexpected_rows_query=(
+                "SELECT " + ", ".join(f"s.`{k}` AS `{k}`" for k in keys)
+                + f", concat_ws(', ', {differing}) AS differing_columns FROM {{batch}} s JOIN {snapshot} b "
+                f"ON {same_key} WHERE NOT (" + " AND ".join(f"s.`{c}` <=> b.`{c}`" for c in values) + ")")))
+    return comparisons
 
 
 def key_expectation(label: str, keys: tuple[str, ...]):
@@ -123,17 +156,14 @@ class Validator:
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self.source = self.context.data_sources.add_or_update_spark(DATA_SOURCE)
 
-    def validate(self, spark, label: str, stream, snapshot, keys: tuple[str, ...], bucket: str,
-                 differing_buckets: list[str]) -> SuiteOutcome:
-        """Run the table's suite on the stream frame, with the snapshot and differing buckets as views."""
+    def validate(self, spark, label: str, stream, snapshot, keys: tuple[str, ...]) -> SuiteOutcome:
+        """Run the table's suite on the stream frame, with the snapshot as a view."""
         import great_expectations as gx
         from great_expectations.checkpoint import UpdateDataDocsAction
 
         snapshot.createOrReplaceTempView(_view_name("snapshot", label))
-        spark.createDataFrame([(b,) for b in differing_buckets], "bucket string") \
-            .createOrReplaceTempView(_view_name("buckets", label))
         name = f"{self.pipeline_name}.{label}"
-        comparisons = comparison_expectations(label, sorted(snapshot.columns), keys, bucket)
+        comparisons = comparison_expectations(label, sorted(snapshot.columns), keys)
         suite = gx.ExpectationSuite(name=name, expectations=[*comparisons, key_expectation(label, keys),
                                                              *table_rules(self.settings, self.pipeline_name, label)])
         suite = self.context.suites.add_or_update(suite)
@@ -152,7 +182,12 @@ class Validator:
         outcomes = []
         for r in validation.results:
             compares = r.expectation_config.description in comparison_texts
-            samples = () if r.success or compares else _samples(spark, r, stream, keys, label)
+            if r.success:
+                samples = ()
+            elif compares:
+                samples = tuple((r.result or {}).get("partial_unexpected_list") or ())[:SAMPLES]
+            else:
+                samples = _samples(spark, r, stream, keys, label)
             outcomes.append(ExpectationOutcome(
                 description=r.expectation_config.description or r.expectation_config.type, success=bool(r.success),
                 observed=_observed(r.result, r.expectation_config.type), compares_with_batch=compares, samples=samples))

@@ -66,7 +66,8 @@ def render(run: AuditRun, dbt_docs: Path | None = None) -> str:
     details = "".join(
         f"<h3>{escape(v.table.label)} (stream version {v.version})</h3>{bucket_strip(v)}"
         + (f'<p class="bad">{escape(v.diff.schema_problem)}</p>' if v.diff.schema_problem else "")
-        + "<ul>" + "".join(f'<li>{mark(e.success, "pass", "FAIL")} {escape(e.description)} {escape(e.observed)}</li>'
+        + "<ul>" + "".join(f'<li>{mark(e.success, "pass", "FAIL")} {escape(e.description)} {escape(e.observed)}'
+                           + (f"<br>e.g. {escape(' | '.join(e.samples))}" if e.samples else "") + "</li>"
                            for e in v.gx.expectations) + "</ul>"
         + _samples(v)
         for v in run.verdicts)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.audit import ledger
-from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, TableDiff, bucket_sql, diff_table
+from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, TableDiff, diff_table
 from spark_apps.audit.expectations import SuiteOutcome, Validator
 from spark_apps.audit.recompute import (
     Snapshot,
@@ -141,9 +141,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
             diff = diff_table(table.label, stream, batch, table.keys, settings.reconcile_buckets)
             compare_s += diff.seconds
             began = time.monotonic()
-            outcome = validator.validate(spark, table.label, stream, batch, table.keys,
-                                         bucket_sql(sorted(batch.columns), table.keys, settings.reconcile_buckets),
-                                         diff.differing_buckets)
+            outcome = validator.validate(spark, table.label, stream, batch, table.keys)
             validate_s += time.monotonic() - began
         finally:
             stream.unpersist()

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from spark_apps.audit.diff import EXTRA, KINDS, MISMATCH, MISSING
+from spark_apps.audit.diff import EXTRA, KINDS, MISMATCH, MISSING, TableDiff
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, align, check_retention, recompute, stream_tables
-from spark_apps.audit.run import audit
+from spark_apps.audit.run import audit, reconcile
 from spark_apps.cli import main
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.waiting import poll
@@ -212,6 +212,31 @@ def test_each_kind_of_corruption_fails_reconciliation_is_classified_and_exits_no
     assert not rows["contract.record_counts"].success
     report = (job.settings.reports_dir / "reconciliation" / "marketplace-latest.html").read_text()
     assert run_id in report and all(f"<h4>{kind}:" in report for kind in KINDS), "samples of each kind"
+
+
+def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
+        spark, restarted_stream, audited, monkeypatch):
+    """A fingerprint diff that always says "exact" (a bug, or a hash collision) cannot hide a changed value."""
+    job = restarted_stream.job
+    table = next(t for t in stream_tables(PIPELINE) if t.label == "gold.order_status")
+    path = job.path(table.stream)
+    before = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first().version
+    row = spark.read.format("delta").load(path).orderBy("order_id").first()
+    blind = lambda label, stream, batch, keys, buckets: TableDiff(  # noqa: E731
+        label=label, keys=keys, stream_rows=stream.count(), batch_rows=batch.count(), matched=batch.count())
+    monkeypatch.setattr("spark_apps.audit.run.diff_table", blind)
+    try:
+        spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') "
+                  f"WHERE order_id = '{row.order_id}'")
+        versions = {v.table.stream: v.version for v in audited.verdicts} | {table.stream: before + 1}
+        run = reconcile(spark, job.settings, PIPELINE, audited.snapshot, only=[table.label], versions=versions)
+    finally:
+        spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {before}")
+    verdict = run.verdicts[0]
+    assert verdict.diff.exact, "the diff was blinded"
+    assert not verdict.stream_equals_batch and not run.success
+    samples = [s for e in verdict.gx.expectations if not e.success for s in e.samples]
+    assert f"order_id={row.order_id}, differing_columns=customer_id" in samples
 
 
 def test_a_wrong_reconcile_argument_is_one_line(capsys):

@@ -1,0 +1,55 @@
+"""Great Expectations as a witness of its own: it finds every kind of difference between a stream table and its
+batch snapshot and names the key, given only the two frames, never the fingerprint diff (real Spark, real GX).
+That its failure alone fails a run is tested with the audited stream, in test_reconcile.py."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from spark_apps.audit.expectations import Validator
+
+pytestmark = pytest.mark.integration
+
+SCHEMA = "order_id long, status string, amount_cents long"
+SNAPSHOT = [(1, "paid", 100), (2, "open", 200), (3, "shipped", 300)]
+
+# Each corruption of the stream side, the kind of row GX must report, and the key it must name.
+CORRUPTIONS = {
+    "missing row": ([(1, "paid", 100), (3, "shipped", 300)], "kind=missing_in_stream, order_id=2"),
+    "extra row": ([*SNAPSHOT, (4, "open", 50)], "kind=extra_in_stream, order_id=4"),
+    "changed value": ([(1, "paid", 100), (2, "open", 999), (3, "shipped", 300)],
+                      "order_id=2, differing_columns=amount_cents"),
+    "duplicated key": ([*SNAPSHOT, (3, "shipped", 300)], "kind=copies_differ, order_id=3"),
+}
+
+
+@pytest.fixture(scope="module")
+def validator(settings, tmp_path_factory) -> Validator:
+    return Validator(settings.with_overrides(gx_dir=tmp_path_factory.mktemp("gx-witness")), "witness")
+
+
+def docs_page(url: str) -> str:
+    return html.unescape(Path(urlparse(url).path).read_text())
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_gx_alone_fails_each_kind_of_corruption_and_names_the_key_in_its_result_and_data_docs(
+        spark, validator, corruption):
+    rows, named = CORRUPTIONS[corruption]
+    outcome = validator.validate(spark, "gold.witness", spark.createDataFrame(rows, SCHEMA),
+                                 spark.createDataFrame(SNAPSHOT, SCHEMA), ("order_id",))
+    assert not outcome.success and not outcome.stream_equals_batch
+    failing = [e for e in outcome.expectations if e.compares_with_batch and not e.success]
+    assert any(named in sample for e in failing for sample in e.samples), [e.samples for e in failing]
+    assert named in docs_page(outcome.result_url), "the Data Docs page of the validation lists the key"
+
+
+def test_gx_passes_a_stream_table_equal_to_its_snapshot_in_another_row_order(spark, validator):
+    outcome = validator.validate(spark, "gold.witness", spark.createDataFrame(SNAPSHOT[::-1], SCHEMA),
+                                 spark.createDataFrame(SNAPSHOT, SCHEMA), ("order_id",))
+    assert outcome.success and outcome.stream_equals_batch
+    assert len([e for e in outcome.expectations if e.compares_with_batch]) == 3
