@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from spark_apps.core.settings import Settings
 from spark_apps.ops import supervisor
@@ -39,14 +39,7 @@ class PipelineStatus:
 def observe_stream(settings: Settings, pipeline: Pipeline) -> supervisor.Health:
     """The stream's health now, judged as a supervision round would judge it, without its side effects."""
     scoped = settings.with_overrides(pipeline=pipeline.name)
-    pid = supervisor.stream_pid(scoped)
-    log_end, blind = supervisor.log_end_or_why_not(scoped, pipeline.source_topic(scoped))
-    if blind:
-        return supervisor.Health("blind", None, {}, None, blind, pid=pid)
-    started_at = supervisor.pid_path(scoped).stat().st_mtime if pid is not None else None
-    health = supervisor.assess(supervisor.read_heartbeat(scoped), pid is not None, log_end, time.time(), scoped,
-                               started_at_s=started_at)
-    return replace(health, pid=pid)
+    return supervisor.observe(scoped, time.time(), pipeline.source_topic(scoped)).health
 
 
 def last_audit(spark, settings: Settings, pipeline: Pipeline) -> LastAudit | None:

@@ -31,7 +31,7 @@ from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
-from spark_apps.io.topics import describe_log
+from spark_apps.io.topics import LogState, describe_log
 from spark_apps.services.processes import cmdline
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
@@ -91,10 +91,11 @@ def is_stream_command(argv: list[str], pipeline: str) -> bool:
     return argv[1:] == stream_command(pipeline)
 
 
-def stream_topic(heartbeat: dict | None, settings: Settings) -> str:
-    """The topic the stream reports offsets of (a pipeline may name its own), else the settings' events topic."""
+def stream_topic(heartbeat: dict | None, settings: Settings, default: str | None = None) -> str:
+    """The topic the stream reports offsets of (a pipeline may name its own), else ``default`` or the settings'
+    events topic."""
     topics = list(_end_offsets(heartbeat))
-    return topics[0] if len(topics) == 1 else settings.events_topic
+    return topics[0] if len(topics) == 1 else default or settings.events_topic
 
 
 def committed_offsets(heartbeat: dict | None, topic: str) -> dict[int, int] | None:
@@ -345,54 +346,75 @@ def _wait_gone(pid: int, pipeline: str, timeout_s: float) -> bool:
     return bool(poll(lambda: not is_stream_command(cmdline(pid), pipeline), timeout_s, every_s=0.2))
 
 
-def log_end_offsets(settings: Settings, topic: str | None = None) -> dict[int, int]:
-    """Per partition, the offset the next record will get."""
-    return describe_log(settings, topic).log_end
-
-
-def topic_id_of(settings: Settings, topic: str) -> str | None:
-    """The topic's id now (None when it does not exist)."""
-    return describe_log(settings, topic).topic_id
+def read_log(settings: Settings, topic: str) -> LogState:
+    """The topic's id and offsets now: the one broker read of a round."""
+    return describe_log(settings, topic)
 
 
 # ---- one round ----------------------------------------------------------------------------------------------------
 
 
-def supervise(settings: Settings, start: bool = True) -> Health:
-    """One supervision round: judge the stream, start it when it is down (if ``start``), alert when unhealthy."""
-    now = time.time()
+@dataclass(frozen=True)
+class Observation:
+    """One look at the stream, and what it was judged from."""
+
+    health: Health
+    heartbeat: dict | None
+    log_end: dict[int, int]
+    progress: dict | None  # ``track_progress``'s record, for the next round to judge a stall by
+
+
+def observe(settings: Settings, now: float, topic: str | None = None) -> Observation:
+    """Judge the stream as a supervision round does, without acting on it (``kappa status`` shows this): ``blind``
+    when the log cannot be read, ``rewound`` when the topic is not the log the stream read, else ``assess``.
+    ``topic`` is the pipeline's, for a stream that has not reported its own yet."""
     pid = stream_pid(settings)
     heartbeat = read_heartbeat(settings)
-    topic = stream_topic(heartbeat, settings)
-    log_end, blind = log_end_or_why_not(settings, topic)
-    if blind:
-        # Without the log end neither lag nor a restart can be judged: page, start nothing.
-        return _tell_on_call(settings, Health("blind", None, {}, None, blind, pid=pid), {},
-                            *window_alerts(heartbeat, settings))
-    problem = rewound(heartbeat, log_end, topic_id_of(settings, topic) if (heartbeat or {}).get("topic_id") else None,
-                      settings)
+    topic = stream_topic(heartbeat, settings, topic)
+    log, blind = log_or_why_not(settings, topic)
+    if log is None:
+        return Observation(Health("blind", None, {}, None, blind, pid=pid), heartbeat, {}, None)
+    problem = rewound(heartbeat, log.log_end, log.topic_id, settings)
     if problem:
-        stopped = stop_stream(settings) if pid is not None else False
-        detail = f"{problem}; {'stopped the stream' if stopped else 'the stream is not running'}, started nothing"
-        return _tell_on_call(settings, Health("rewound", None, {}, None, detail, pid=pid), log_end,
-                             *window_alerts(heartbeat, settings))
-    lag = lag_by_partition(heartbeat, log_end, settings)
+        return Observation(Health("rewound", None, {}, None, problem, pid=pid), heartbeat, log.log_end, None)
+    lag = lag_by_partition(heartbeat, log.log_end, settings)
     progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)
-    _write_progress(settings, progress)
     started_at = pid_path(settings).stat().st_mtime if pid is not None else None
-    health = replace(assess(heartbeat, pid is not None, log_end, now, settings, started_at_s=started_at,
-                            behind_since_s=progress["since_s"] if progress else None), pid=pid)
-    if health.status == "down" and start:
-        new_pid = start_stream(settings)
-        restarts = [*recent_restarts(_read_json(_restarts_path(settings)) or [], now, settings.crash_loop_window_s),
-                    now]
-        _restarts_path(settings).write_text(json.dumps(restarts))
-        looping = len(restarts) >= settings.crash_loop_restarts
-        health = replace(health, status="crash-loop" if looping else "started", pid=new_pid,
-                         detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
-                                f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
-    return _tell_on_call(settings, health, log_end, *window_alerts(heartbeat, settings))
+    health = assess(heartbeat, pid is not None, log.log_end, now, settings, started_at_s=started_at,
+                    behind_since_s=progress["since_s"] if progress else None)
+    return Observation(replace(health, pid=pid), heartbeat, log.log_end, progress)
+
+
+def supervise(settings: Settings, start: bool = True) -> Health:
+    """One supervision round: judge the stream, start it when it is down (if ``start``), alert when unhealthy.
+
+    Blind, it starts nothing: without the log end neither lag nor a restart can be judged. Rewound, it stops the
+    stream and starts nothing: going on would skip or reread records."""
+    now = time.time()
+    seen = observe(settings, now)
+    health = seen.health
+    if health.status == "rewound":
+        stopped = stop_stream(settings) if health.pid is not None else False
+        health = replace(health, detail=f"{health.detail}; "
+                                        f"{'stopped the stream' if stopped else 'the stream is not running'}, "
+                                        "started nothing")
+    elif health.status != "blind":
+        _write_progress(settings, seen.progress)
+        if health.status == "down" and start:
+            health = _restart(settings, health, now)
+    return _tell_on_call(settings, health, seen.log_end, *window_alerts(seen.heartbeat, settings))
+
+
+def _restart(settings: Settings, health: Health, now: float) -> Health:
+    """Start the stream; the restarts within the crash-loop window decide whether this one is a crash loop."""
+    new_pid = start_stream(settings)
+    restarts = [*recent_restarts(_read_json(_restarts_path(settings)) or [], now, settings.crash_loop_window_s), now]
+    _restarts_path(settings).write_text(json.dumps(restarts))
+    looping = len(restarts) >= settings.crash_loop_restarts
+    return replace(health, status="crash-loop" if looping else "started", pid=new_pid,
+                   detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
+                          f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
 
 
 def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int], *more: Alert | None) -> Health:
@@ -409,17 +431,18 @@ def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int], *
     return health
 
 
-def log_end_or_why_not(settings: Settings, topic: str) -> tuple[dict[int, int], str]:
-    """The log end offsets of ``topic``, or why they cannot be read (broker unreachable, topic gone)."""
+def log_or_why_not(settings: Settings, topic: str) -> tuple[LogState | None, str]:
+    """The topic as the broker has it, or why it cannot be read (broker unreachable, topic gone)."""
     from kafka.errors import KafkaError
 
     try:
-        log_end = log_end_offsets(settings, topic)
+        log = read_log(settings, topic)
     except (PlatformError, KafkaError) as exc:
-        return {}, f"cannot read the log end of {topic} from {settings.kafka_bootstrap_servers}: {exc}"
-    if not log_end:
-        return {}, f"topic {topic} has no partitions on {settings.kafka_bootstrap_servers} (deleted, or never created)"
-    return log_end, ""
+        return None, f"cannot read the log end of {topic} from {settings.kafka_bootstrap_servers}: {exc}"
+    if not log.offsets:
+        return None, (f"topic {topic} has no partitions on {settings.kafka_bootstrap_servers} (deleted, or never "
+                      "created)")
+    return log, ""
 
 
 def _write_progress(settings: Settings, progress: dict | None) -> None:

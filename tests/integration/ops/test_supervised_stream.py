@@ -12,10 +12,10 @@ import pytest
 
 from spark_apps.core.waiting import poll
 from spark_apps.io.producer import produce
+from spark_apps.io.topics import describe_log
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.supervisor import (
     lag_by_partition,
-    log_end_offsets,
     log_path,
     pid_path,
     read_heartbeat,
@@ -41,7 +41,7 @@ def supervised(make_topic, settings, tmp_path):
 def produce_events(settings, seed: int, total: int) -> dict[int, int]:
     produce(settings, PIPELINE, GeneratorRequest(seed=seed, events=total, base_time_ms=int(time.time()) * 1000),
             show_progress=False)
-    return log_end_offsets(settings)
+    return describe_log(settings).log_end
 
 
 def wait_until_caught_up(settings, log_end: dict[int, int], timeout_s: float = 480) -> None:

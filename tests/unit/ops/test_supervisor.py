@@ -10,6 +10,7 @@ from spark_apps.alerts.dispatch import Alert
 from spark_apps.cli import main
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import Settings
+from spark_apps.io.topics import LogState
 from spark_apps.ops import supervisor
 from spark_apps.ops.supervisor import (
     Health,
@@ -40,6 +41,11 @@ def beat(committed: dict[int, int] | None, age_s: float = 2.0, active: bool = Tr
     """A heartbeat as the stream writes it: Spark's endOffset JSON string, per topic, partitions as strings."""
     end = None if committed is None else json.dumps({TOPIC: {str(p): o for p, o in committed.items()}})
     return {"written_at_epoch_s": NOW - age_s, "query_active": active, "last_batch_id": batch, "end_offsets": end}
+
+
+def logged(log_end: dict[int, int], topic_id: str = "id-old"):
+    """A stand-in for the round's one broker read: the topic with ``log_end`` as its log end."""
+    return lambda s, topic: LogState(topic, topic_id, {p: (0, end) for p, end in log_end.items()})
 
 
 def test_lag_is_the_log_end_minus_the_offsets_sparks_last_batch_ended_at(settings):
@@ -170,7 +176,7 @@ def test_a_reused_pid_of_a_live_process_that_is_not_the_stream_is_not_taken_for_
 
 def test_supervise_starts_a_stream_that_is_down_and_warns(settings, monkeypatch):
     alerts, started = [], []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s: started.append(s) or 4242)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     health = supervisor.supervise(settings)
@@ -184,7 +190,7 @@ def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settin
     alerts, clock = [], iter([1000.0, 1600.0, 2200.0, 9000.0])
     looping = settings.with_overrides(crash_loop_restarts=3, crash_loop_window_s=3600)
     monkeypatch.setattr(supervisor.time, "time", lambda: next(clock))
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s: s.run_dir.mkdir(parents=True, exist_ok=True) or 4242)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     statuses = [supervisor.supervise(looping).status for _ in range(4)]
@@ -196,7 +202,7 @@ def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settin
 
 def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_holds(settings, monkeypatch):
     alerts, running = [], []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77 if running else None)
@@ -226,7 +232,7 @@ def test_incident_changes_resolve_what_was_open_and_is_not_raised_again():
 def healthy_rounds(settings, monkeypatch, *heartbeats: dict) -> list[Alert]:
     """One supervision round of a running, caught-up stream per heartbeat, each judged ok; what was dispatched."""
     alerts: list[Alert] = []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 500}))
     monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
@@ -268,7 +274,7 @@ def test_recent_restarts_keep_only_those_within_the_window():
 
 def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settings, monkeypatch):
     alerts = []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 10})
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     assert supervisor.supervise(settings, start=False).status == "down"
@@ -282,12 +288,12 @@ def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settin
 def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings, monkeypatch, log_end, why):
     alerts = []
 
-    def offsets(s, topic=None):
+    def unreadable(s, topic):
         if isinstance(log_end, Exception):
             raise log_end
-        return log_end
+        return logged(log_end)(s, topic)
 
-    monkeypatch.setattr(supervisor, "log_end_offsets", offsets)
+    monkeypatch.setattr(supervisor, "read_log", unreadable)
     monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     health = supervisor.supervise(settings)
@@ -322,8 +328,7 @@ def test_cli_supervise_stop_without_a_supervised_stream_says_so(monkeypatch, cap
 def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(settings, monkeypatch, topic_id_now,
                                                                               log_end, why):
     alerts, stopped = [], []
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: log_end)
-    monkeypatch.setattr(supervisor, "topic_id_of", lambda s, topic: topic_id_now)
+    monkeypatch.setattr(supervisor, "read_log", logged(log_end, topic_id_now))
     monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
     monkeypatch.setattr(supervisor, "stop_stream", lambda s: stopped.append(s) or True)
     monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
@@ -336,12 +341,23 @@ def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(se
         ("critical", "stream:marketplace:rewound", "stream-rewound")]
 
 
-def test_a_heartbeat_without_a_topic_id_asks_the_broker_for_none(settings, monkeypatch):
-    monkeypatch.setattr(supervisor, "log_end_offsets", lambda s, topic=None: {0: 500})
-    monkeypatch.setattr(supervisor, "topic_id_of", lambda s, topic: pytest.fail("no id to compare with"))
+def test_a_heartbeat_without_a_topic_id_is_judged_by_its_offsets_only(settings, monkeypatch):
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 500}, "id-any"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: beat({0: 500}))
     assert supervisor.supervise(settings, start=False).status != "rewound"
+
+
+def test_observing_a_rewound_topic_reports_it_and_stops_nothing(settings, monkeypatch):
+    """What `kappa status` shows: the supervisor's verdict, without its actions."""
+    monkeypatch.setattr(supervisor, "read_log", logged({0: 900}, "id-new"))
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "stop_stream", lambda s: pytest.fail("observing must not stop the stream"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: pytest.fail("observing must not page"))
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {**beat({0: 500}), "topic_id": "id-old"})
+    seen = supervisor.observe(settings, NOW)
+    assert (seen.health.status, seen.health.pid, seen.log_end) == ("rewound", 77, {0: 900})
+    assert seen.health.detail.startswith("topic shop.events has id id-new, but the stream read the topic with id")
 
 
 def future(records: int, ahead: int) -> dict:
