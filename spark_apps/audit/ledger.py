@@ -20,7 +20,7 @@ LEDGER_SCHEMA = (
     "stream_rows bigint, batch_rows bigint, matched bigint, missing_in_stream bigint, extra_in_stream bigint, "
     "value_mismatch bigint, buckets bigint, differing_buckets bigint, compare_seconds double, "
     "stream_equals_batch boolean, quality_ok boolean, success boolean, gx_result string, detail string, "
-    "code_version string")
+    "code_version string, as_of timestamp")
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,15 @@ class LedgerRow:
     gx_result: str
     detail: str
     code_version: str
+    as_of: dt.datetime  # the moment the run stands for: its data interval's end when scheduled, else ``started_at``
 
 
 def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
     frame = spark.createDataFrame([asdict(r) for r in rows], LEDGER_SCHEMA)
     ensure_table(spark, settings, LEDGER_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
-    frame.write.format("delta").mode("append").save(str(table_path(settings, LEDGER_TABLE)))
+    # A ledger written before a column was added gets it here; its older rows read it as null.
+    frame.write.format("delta").mode("append").option("mergeSchema", "true") \
+        .save(str(table_path(settings, LEDGER_TABLE)))
 
 
 def run_rows(spark, settings: Settings, run_id: str) -> list:

@@ -80,6 +80,7 @@ class AuditRun:
     seconds: dict[str, float] = field(default_factory=dict)
     docs_url: str = ""
     report_path: Path | None = None
+    as_of: dt.datetime | None = None  # the moment a scheduled run stands for (its data interval's end)
 
     @property
     def success(self) -> bool:
@@ -100,7 +101,7 @@ def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     with execution_for(spark, alignment.position.records):
         snapshot = recompute(spark, settings, pipeline, alignment, run_id)
         return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions,
-                         run_id=run_id)
+                         run_id=run_id, as_of=as_of)
 
 
 def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> list[StreamTable]:
@@ -116,7 +117,7 @@ def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> li
 
 def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot, generation: str = "",
               only: list[str] | None = None, versions: dict[str, int] | None = None,
-              run_id: str | None = None) -> AuditRun:
+              run_id: str | None = None, as_of: dt.datetime | None = None) -> AuditRun:
     """Compare each stream table, at the version reflecting the snapshot's batch, with the snapshot.
 
     ``versions`` (stream table -> version) defaults to the newest versions reflecting that batch; a
@@ -126,7 +127,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
 
     started = dt.datetime.now(dt.UTC)
     run = AuditRun(run_id=run_id or new_run_id(), pipeline=pipeline.name, position=snapshot.position, snapshot=snapshot,
-                   started_at=started, seconds=dict(snapshot.seconds))
+                   started_at=started, seconds=dict(snapshot.seconds), as_of=as_of)
     versions = versions or table_versions(spark, settings, pipeline, snapshot.position, generation)
     validator = Validator(settings, pipeline.name)
     compare_s = validate_s = 0.0
@@ -236,7 +237,7 @@ def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]
     common = dict(run_id=run.run_id, pipeline=run.pipeline, started_at=run.started_at, finished_at=finished,
                   stream_app_id=p.app_id, stream_batch_id=p.batch_id, topic=p.topic,
                   start_offsets=dict(p.start_offsets), end_offsets=dict(p.end_offsets),
-                  code_version=snap.code_version)
+                  code_version=snap.code_version, as_of=run.as_of or run.started_at)
     rows = []
     for v in run.verdicts:
         d = v.diff

@@ -64,8 +64,8 @@ class ScheduledReconciliation:
 def audit_due(modes: Mapping[str, str], gold_tables: Sequence[str], last_run_at: dt.datetime | None,
               as_of: dt.datetime, every_s: float) -> Due:
     """Whether the batch audits at ``as_of``: always while any gold table serves the batch snapshot (``lambda``)
-    or before the first audit; once every table serves the stream, when the last audit (``last_run_at``, started
-    at or before ``as_of``) is at least ``every_s`` seconds older than ``as_of``.
+    or before the first audit; once every table serves the stream, when the last audit (``last_run_at``, the
+    moment it stood for, at or before ``as_of``) is at least ``every_s`` seconds older than ``as_of``.
 
     Naive times (as Spark returns them) are local times; aware ones are compared as the instants they are.
     """

@@ -310,19 +310,24 @@ def history(spark, settings: Settings, table: str | None = None) -> list[Decisio
 
 def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
                   at_or_before: dt.datetime | None = None) -> dt.datetime | None:
-    """When the newest reconciliation of the generation's gold tables started (at or before ``at_or_before``, when
-    given), or None before the first (a replay's run audits another generation and does not make this one's audit
-    less due)."""
+    """The moment the newest reconciliation of the generation's gold tables stands for (at or before
+    ``at_or_before``, when given), or None before the first (a replay's run audits another generation and does not
+    make this one's audit less due).
+
+    A scheduled run stands for its data interval's end, not for when it happened to start: measured from the start,
+    a run that starts 5 minutes late would push every later "is an audit due?" 5 minutes later, one interval at a
+    time. Rows from before the ledger had ``as_of`` stand for their start."""
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
     if not (path / "_delta_log").exists():
         return None
+    rows = spark.read.format("delta").load(str(path))
+    stands_for = F.coalesce(F.col("as_of"), F.col("started_at")) if "as_of" in rows.columns else F.col("started_at")
     gold = [pipeline.tables(generation).gold(g.name) for g in pipeline.gold_tables]
-    return (spark.read.format("delta").load(str(path))
-            .where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold)
-                   & (F.lit(True) if at_or_before is None else F.col("started_at") <= F.lit(at_or_before)))
-            .agg(F.max("started_at")).first()[0])
+    return (rows.where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold)
+                       & (F.lit(True) if at_or_before is None else stands_for <= F.lit(at_or_before)))
+            .agg(F.max(stands_for)).first()[0])
 
 
 def register_views(spark, settings: Settings) -> list[Decision]:
