@@ -96,7 +96,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     seed = 42 if args.seed is None else args.seed
     base_time_ms = args.base_time_ms if args.base_time_ms is not None else int(time.time()) * 1000
     request = GeneratorRequest(seed=seed, events=total, base_time_ms=base_time_ms, events_per_second=args.rate,
-                               allowed_lateness_s=settings.allowed_lateness_s)
+                               allowed_lateness_s=pipeline.lateness_rule(settings).allowed_s)
     topic = ensure_topic(settings, args.topic or pipeline.source_topic(settings)).name
     manifest = Path(args.manifest) if args.manifest else settings.home / "manifests" / f"{topic}-seed{seed}.json"
     result = produce(settings, pipeline, request, topic=topic, rate=args.rate, manifest_path=manifest)

@@ -56,7 +56,8 @@ def run_demo(settings: Settings) -> int:
     seed = sum(end for _, end in partition_offsets(settings, topic).values())
     _step(f"producing {DEMO_EVENTS:,} marketplace events (seed {seed}) with every hard case into {topic}")
     request = GeneratorRequest(seed=seed, events=DEMO_EVENTS, base_time_ms=int(time.time()) * 1000,
-                               events_per_second=DEMO_EVENT_TIME_RATE, allowed_lateness_s=settings.allowed_lateness_s)
+                               events_per_second=DEMO_EVENT_TIME_RATE,
+                               allowed_lateness_s=pipeline.lateness_rule(settings).allowed_s)
     manifest_path = settings.home / "manifests" / f"{topic}-seed{seed}.json"
     result = produce(settings, pipeline, request, topic=topic, manifest_path=manifest_path)
     print(result.summary(topic, manifest_path))

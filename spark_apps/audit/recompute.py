@@ -24,7 +24,7 @@ from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
-from spark_apps.transforms.events import COORDINATES, losers, winners
+from spark_apps.transforms.events import COORDINATES, losers, winners, with_high_water
 from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
 
 log = logging.getLogger(__name__)
@@ -224,8 +224,9 @@ def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=la
     """
     schema = pipeline.schema
     labels = pipeline.tables()
-    candidates = materialize(candidate_rows(parsed, schema))
-    events = materialize(winners(candidates, schema.id_field, schema.time_field, settings.allowed_lateness_s))
+    lateness = pipeline.lateness_rule(settings)
+    candidates = materialize(with_high_water(candidate_rows(parsed, schema), schema.time_field, lateness))
+    events = materialize(winners(candidates, schema.id_field, schema.time_field, lateness))
     on_time = events.where("NOT is_late")
     assert_deterministic(pipeline, on_time, settings)
     frames = {labels.bronze: bronze_equivalent(parsed), labels.dead_letters: dead_letters(parsed),

@@ -345,7 +345,7 @@ FIELD_DOCS: dict[str, str] = {
     "cluster_spark_master_port": "Port of the local cluster's Spark standalone master.",
     "cluster_spark_ui_port": "Web UI port of the local cluster's Spark master.",
     "cluster_spark_workers": "Spark workers of the local cluster, one core each.",
-    "allowed_lateness_s": "Late: the broker appended the event more than this many seconds after its event time.",
+    "allowed_lateness_s": "Allowed lateness of a pipeline that declares none, in seconds (docs/pipelines.md).",
     "max_offsets_per_trigger": "Most log records one micro-batch reads.",
     "trigger_interval_s": "Processing-time trigger of `kappa stream --continuous`, in seconds.",
     "pipeline": "The pipeline the commands use: an entry-point name of group kappa.pipelines, or module:attribute.",

@@ -190,7 +190,8 @@ class Lab:
             self._producer_runs += 1
             seed = self.seed * 1000 + self._producer_runs
         request = GeneratorRequest(seed=seed, events=events, base_time_ms=int(time.time()) * 1000,
-                                   events_per_second=rate, allowed_lateness_s=self.settings.allowed_lateness_s,
+                                   events_per_second=rate,
+                                   allowed_lateness_s=self.pipeline.lateness_rule(self.settings).allowed_s,
                                    hard_cases=True)
         result = produce(self.settings, self.pipeline, request, topic=self.topic, rate=rate, show_progress=False)
         with self._produce_lock:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.pipeline.event_schema import EventSchema
+from spark_apps.pipeline.lateness import Lateness, LatenessRule
 from spark_apps.pipeline.synthetic import EventGenerator
 
 ENTRY_POINT_GROUP = "kappa.pipelines"
@@ -50,6 +51,9 @@ class GoldTable:
 class Pipeline:
     """A declared pipeline. ``table_prefix`` keeps several pipelines apart in one warehouse.
 
+    ``lateness`` (see :mod:`spark_apps.pipeline.lateness`) says when an event is late: by default against its
+    log append time, with ``KAPPA_ALLOWED_LATENESS_S``.
+
     ``generator`` (optional) produces the pipeline's own synthetic events, each labelled with what it must
     become (see :mod:`spark_apps.pipeline.synthetic`): ``kappa produce`` without ``--file`` and the chaos lab
     need one.
@@ -61,6 +65,7 @@ class Pipeline:
     topic: str | None = None
     table_prefix: str = ""
     description: str = ""
+    lateness: Lateness = Lateness()
     generator: EventGenerator | None = field(default=None, compare=False)
     gold_by_name: dict[str, GoldTable] = field(init=False, repr=False, compare=False)
 
@@ -72,6 +77,10 @@ class Pipeline:
 
     def source_topic(self, settings) -> str:
         return self.topic or settings.events_topic
+
+    def lateness_rule(self, settings) -> LatenessRule:
+        """The pipeline's lateness rule, its allowed lateness defaulting to ``KAPPA_ALLOWED_LATENESS_S``."""
+        return self.lateness.rule(settings)
 
     def require_generator(self, purpose: str) -> EventGenerator:
         """The pipeline's generator, or the one-line error that says ``purpose`` needs one."""

@@ -46,11 +46,13 @@ from spark_apps.stream.faults import FaultPlan
 from spark_apps.transforms.events import (
     COORDINATES,
     future_flag,
+    high_water_marks,
     lateness_flag,
     losers,
     rows_of_keys,
     touched_keys,
     winners,
+    with_high_water,
 )
 from spark_apps.transforms.parsing import (
     COORDINATE_COLUMNS,
@@ -109,6 +111,10 @@ class StreamJob:
         # The id of the topic this checkpoint reads (recorded at its first start); the heartbeat carries it.
         self.topic_id: str | None = None
         self.stats: list[BatchStats] = []
+        self.lateness = pipeline.lateness_rule(settings)
+        # Under the high-water-mark lateness rule: per partition, the mark the committed candidates leave (epoch
+        # microseconds), read from the candidates table at the first batch and advanced by each batch after it.
+        self.high_water: dict[int, int] | None = None
 
     def path(self, table: str) -> str:
         return str(table_path(self.settings, table))
@@ -122,8 +128,8 @@ class StreamJob:
         raw = self.spark.createDataFrame([], "key binary, value binary, topic string, partition int, "
                                              "offset long, timestamp timestamp, timestampType int")
         parsed = parse_records(raw, schema)
-        candidates = candidate_rows(parsed, self.pipeline.schema)
-        events = winners(candidates, schema.id_field, schema.time_field, self.settings.allowed_lateness_s)
+        candidates = with_high_water(candidate_rows(parsed, schema), schema.time_field, self.lateness)
+        events = winners(candidates, schema.id_field, schema.time_field, self.lateness)
         on_time = events.where("NOT is_late")
         assert_deterministic(self.pipeline, on_time, self.settings)
         cdf = {"delta.enableChangeDataFeed": "true"}
@@ -210,8 +216,7 @@ class StreamJob:
                 idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
             self.faults.reached("after_dead_letters", batch_id)
             with timed(timings, "candidates"):
-                idempotent_append(candidate_rows(parsed, self.pipeline.schema), self.path(self.tables.candidates),
-                                  app_id, batch_id)
+                self._append_candidates(spark, parsed, app_id, batch_id)
             self.faults.reached("after_candidates", batch_id)
             if n_valid:
                 self._recompute_silver_and_gold(spark, parsed, app_id, batch_id, timings)
@@ -225,6 +230,28 @@ class StreamJob:
         self.stats.append(stats)
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+
+    def _append_candidates(self, spark, parsed, app_id: str, batch_id: int) -> None:
+        """Append the batch's valid records; under the high-water-mark rule each carries its partition's mark.
+
+        A replayed batch whose candidates are in the table already is skipped by the append, so its rows keep the
+        marks they were written with, and reading the marks from the table includes them: either way the marks
+        after this batch are the same."""
+        schema = self.pipeline.schema
+        rows = candidate_rows(parsed, schema)
+        if self.lateness.uses_high_water_mark:
+            if self.high_water is None:
+                self.high_water = self._marks(
+                    spark.read.format("delta").load(self.path(self.tables.candidates)))
+            rows = with_high_water(rows, schema.time_field, self.lateness, self.high_water)
+        idempotent_append(rows, self.path(self.tables.candidates), app_id, batch_id)
+        if self.lateness.uses_high_water_mark:
+            for partition, mark in self._marks(candidate_rows(parsed, schema)).items():
+                self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
+
+    def _marks(self, candidates) -> dict[int, int]:
+        return {int(r["partition"]): int(r["mark"]) for r in
+                high_water_marks(candidates, self.pipeline.schema.time_field, self.lateness).collect()}
 
     def _tally(self, parsed) -> tuple[int, int, int]:
         """(valid records, dead letters, valid events from the future) of a batch, in one query."""
@@ -242,7 +269,7 @@ class StreamJob:
 
         schema = self.pipeline.schema
         key = (schema.id_field,)
-        lateness = self.settings.allowed_lateness_s
+        lateness = self.lateness
         with timed(timings, "touched_candidates"):
             ids = touched_keys(valid_events(parsed), key).localCheckpoint(eager=True)
             all_candidates = spark.read.format("delta").load(self.path(self.tables.candidates))

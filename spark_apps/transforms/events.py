@@ -6,18 +6,54 @@ fields, the log append time and log coordinates. That is what makes replay and r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_apps.pipeline.lateness import LatenessRule
+
 COORDINATES = ("topic", "partition", "offset")
+HIGH_WATER_COLUMN = "partition_high_water"
 DUPLICATE = "duplicate"
 CONFLICT = "conflict"
 
 
-def lateness_flag(event_time: str, allowed_lateness_s: int) -> Column:
-    """Late when the broker appended the record more than ``allowed_lateness`` after it happened."""
-    lag_s = F.col("log_append_time").cast("double") - F.col(event_time).cast("double")
-    return lag_s > F.lit(float(allowed_lateness_s))
+def lateness_flag(event_time: str, rule: LatenessRule) -> Column:
+    """Late when the event's time is more than the allowed lateness before what the rule measures against: the
+    record's log append time, or its partition's high-water mark (``with_high_water``; none yet: on time)."""
+    reference = F.col(HIGH_WATER_COLUMN) if rule.uses_high_water_mark else F.col("log_append_time")
+    lag_s = reference.cast("double") - F.col(event_time).cast("double")
+    late = lag_s > F.lit(float(rule.allowed_s))
+    return F.coalesce(late, F.lit(False)) if rule.uses_high_water_mark else late
+
+
+def with_high_water(candidates: DataFrame, event_time: str, rule: LatenessRule,
+                    carried: Mapping[int, int] | None = None) -> DataFrame:
+    """Under the high-water-mark rule, each candidate gets its partition's mark: the greatest event time of the
+    candidates before it in offset order, future ones not counted. ``carried`` (partition -> epoch microseconds)
+    is the mark the records before these left: empty for a recompute of the whole log, what the earlier
+    micro-batches left for the stream. Under the append-time rule the candidates are returned as they are."""
+    if not rule.uses_high_water_mark:
+        return candidates
+    before = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
+    mark = F.max(_counted(event_time, rule)).over(before)
+    if carried:
+        earlier = F.create_map(*[F.lit(value) for p, m in sorted(carried.items()) for value in (p, m)])
+        mark = F.greatest(mark, F.try_element_at(earlier, F.col("partition")))
+    return candidates.withColumn(HIGH_WATER_COLUMN, F.timestamp_micros(mark))
+
+
+def high_water_marks(candidates: DataFrame, event_time: str, rule: LatenessRule) -> DataFrame:
+    """Per partition, the mark the candidates leave for the records after them (``partition``, ``mark`` in epoch
+    microseconds; no row for a partition whose candidates all count for nothing)."""
+    return (candidates.groupBy("partition").agg(F.max(_counted(event_time, rule)).alias("mark"))
+            .where(F.col("mark").isNotNull()))
+
+
+def _counted(event_time: str, rule: LatenessRule) -> Column:
+    """A candidate's event time as it counts toward the high-water mark: not at all when it is from the future."""
+    return F.when(~future_flag(event_time, rule.future_skew_s), F.unix_micros(F.col(event_time)))
 
 
 def future_flag(event_time: str, skew_s: int) -> Column:
@@ -37,11 +73,11 @@ def _ranked(candidates: DataFrame, id_field: str) -> DataFrame:
             .withColumn("_winner_offset", F.first("offset").over(order)))
 
 
-def winners(candidates: DataFrame, id_field: str, time_field: str, allowed_lateness_s: int) -> DataFrame:
+def winners(candidates: DataFrame, id_field: str, time_field: str, rule: LatenessRule) -> DataFrame:
     """One row per event id: its first record in the log, flagged late or on time."""
     return (_ranked(candidates, id_field).where("_rank = 1")
             .drop("_rank", "_winner_fingerprint", "_winner_partition", "_winner_offset")
-            .withColumn("is_late", lateness_flag(time_field, allowed_lateness_s)))
+            .withColumn("is_late", lateness_flag(time_field, rule)))
 
 
 def losers(candidates: DataFrame, id_field: str) -> DataFrame:

@@ -8,6 +8,7 @@ each micro-batch short; ``test_stream`` runs all three marketplace tables togeth
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -16,13 +17,16 @@ from decimal import Decimal
 
 import pytest
 
+from spark_apps.audit.recompute import stream_tables
 from spark_apps.audit.run import audit
 from spark_apps.io.catalog import table_path
 from spark_apps.io.producer import make_producer
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS, SESSION_GAP_S
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
-from spark_apps.stream.job import StreamJob
+from spark_apps.pipeline.lateness import HIGH_WATER_MARK, Lateness, LatenessRule
+from spark_apps.stream.job import StreamFailed, StreamJob
+from spark_apps.transforms.events import lateness_flag
 from tests.support.expected import UTC, as_utc
 
 pytestmark = pytest.mark.integration
@@ -204,3 +208,46 @@ def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconci
     assert gold == {"north": (2, 1, Decimal("19.55"), 11.75, drop_off),
                     "south": (2, 1, Decimal("1235.09"), 52.0, drop_off)}
     assert [(bytes(r.value), r.reason) for r in read(tables.dead_letters)] == [(too_precise, "wrong_type:fare")]
+
+
+def sensor_reading(reading_id: str, at: dt.datetime, device: str = "dev-h") -> tuple[str, bytes]:
+    return device, json.dumps({"reading_id": reading_id, "kind": "reading", "measured_at": iso(at),
+                               "schema_version": 1, "device_id": device, "celsius_tenths": 200}).encode()
+
+
+def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in_stream_and_batch(
+        spark, settings, make_topic, tmp_path):
+    """Under the high-water-mark rule a history loaded in time order is on time; the append-time default would have
+    made every record of it late. The stream fails once right after a batch's candidates, so the next start reads
+    the marks back from the candidates table."""
+    sensors = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
+    pipeline = dataclasses.replace(sensors, name="sensor_history", topic=f"sensors.history.{uuid.uuid4().hex[:8]}",
+                                   table_prefix="history_", lateness=Lateness(allowed_s=600, against=HIGH_WATER_MARK))
+    config = stream_settings(make_topic, settings, tmp_path, pipeline.topic, partitions=1,
+                             max_offsets_per_trigger=15)
+    now = now_ms()
+    year_ago = now - dt.timedelta(days=365)
+    history = [sensor_reading(f"h{i}", year_ago + dt.timedelta(minutes=i)) for i in range(40)]
+    history.insert(20, sensor_reading("h-behind", year_ago + dt.timedelta(minutes=14)))  # 5 min behind its mark
+    live = [sensor_reading(f"live{i}", now - dt.timedelta(seconds=30 - i)) for i in range(5)]
+    stragglers = [sensor_reading("late-2h", now - dt.timedelta(hours=2)), sensor_reading("late-year", year_ago)]
+    send(config, pipeline.topic, [*history, *live, *stragglers])
+
+    with pytest.raises(StreamFailed):
+        StreamJob(spark, config.with_overrides(fault_inject="after_candidates@1"), pipeline).run()
+    job = StreamJob(spark, config, pipeline)
+    job.run()
+    run = audit(spark, config, pipeline)
+
+    assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
+    tables = pipeline.tables()
+    read = lambda name: spark.read.format("delta").load(str(table_path(config, name)))  # noqa: E731
+    assert {r.reading_id for r in read(tables.late_events).collect()} == {"late-2h", "late-year"}
+    late = next(t for t in stream_tables(pipeline) if t.label == tables.late_events)
+    snapshot = spark.read.format("delta").option("versionAsOf", run.snapshot.versions[late.snapshot]) \
+        .load(str(table_path(config, late.snapshot)))
+    assert {r.reading_id for r in snapshot.collect()} == {"late-2h", "late-year"}, "the batch path agrees"
+    events = read(tables.events)
+    assert events.count() == len(history) + len(live) + len(stragglers)
+    by_append_time = events.where(lateness_flag("measured_at", LatenessRule(600))).where("reading_id LIKE 'h%'")
+    assert by_append_time.count() == len(history), "the append-time rule would have flagged the whole history"

@@ -15,7 +15,17 @@ from spark_apps.marketplace.pipeline import (
     order_status,
     revenue_key_rows,
 )
-from spark_apps.transforms.events import lateness_flag, losers, rows_of_keys, touched_keys, winners
+from spark_apps.pipeline.lateness import HIGH_WATER_MARK, LatenessRule
+from spark_apps.transforms.events import (
+    HIGH_WATER_COLUMN,
+    high_water_marks,
+    lateness_flag,
+    losers,
+    rows_of_keys,
+    touched_keys,
+    winners,
+    with_high_water,
+)
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, 0)
 CANDIDATE_SCHEMA = ("event_id string, event_time timestamp, amount long, topic string, partition int, "
@@ -30,7 +40,7 @@ def candidate(event_id, partition, offset, fingerprint="a", event_delay_s=0, app
 def test_the_lowest_partition_and_offset_wins_whatever_the_input_order(spark):
     rows = [candidate("e1", 1, 50, "late-copy"), candidate("e1", 0, 90, "first"), candidate("e2", 2, 7)]
     frame = spark.createDataFrame(rows, CANDIDATE_SCHEMA)
-    chosen = winners(frame, "event_id", "event_time", allowed_lateness_s=900)
+    chosen = winners(frame, "event_id", "event_time", LatenessRule(900))
     expected = spark.createDataFrame([("e1", 0, 90, "first"), ("e2", 2, 7, "a")],
                                      "event_id string, partition int, offset long, payload_fingerprint string")
     assertDataFrameEqual(chosen.select("event_id", "partition", "offset", "payload_fingerprint"), expected)
@@ -48,9 +58,54 @@ def test_later_records_are_duplicates_or_conflicts_by_payload(spark):
 def test_lateness_is_decided_by_the_log_append_time_only(spark):
     rows = [candidate("on-time", 0, 1, appended_after_s=900), candidate("late", 0, 2, appended_after_s=901)]
     frame = spark.createDataFrame(rows, CANDIDATE_SCHEMA)
-    flags = frame.select("event_id", lateness_flag("event_time", 900).alias("is_late"))
+    flags = frame.select("event_id", lateness_flag("event_time", LatenessRule(900)).alias("is_late"))
     assertDataFrameEqual(flags, spark.createDataFrame([("on-time", False), ("late", True)],
                                                       "event_id string, is_late boolean"))
+
+
+HIGH_WATER = LatenessRule(600, HIGH_WATER_MARK, future_skew_s=300)
+
+
+def backfill(*rows) -> list:
+    """(id, partition, offset, event time in seconds after T0, append time in seconds after T0) candidates."""
+    return [(event_id, T0 + dt.timedelta(seconds=at), 10, "t", partition, offset,
+             T0 + dt.timedelta(seconds=appended), "a") for event_id, partition, offset, at, appended in rows]
+
+
+def test_under_the_high_water_mark_rule_a_backfill_in_time_order_is_on_time_and_only_stragglers_are_late(spark):
+    year_s = 365 * 86400
+    rows = backfill(("old-1", 0, 0, -year_s, 0), ("old-2", 0, 1, -year_s + 60, 1),
+                    ("old-3", 0, 2, -year_s + 60 - 600, 2),      # behind the mark by exactly the allowed 600 s
+                    ("live", 0, 3, 0, 3), ("straggler", 0, 4, -601, 4),
+                    ("other-partition", 1, 0, -year_s, 5))         # marks are per partition
+    frame = with_high_water(spark.createDataFrame(rows, CANDIDATE_SCHEMA), "event_time", HIGH_WATER)
+    flags = {r.event_id: r.is_late for r in winners(frame, "event_id", "event_time", HIGH_WATER).collect()}
+    assert flags == {"old-1": False, "old-2": False, "old-3": False, "live": False, "straggler": True,
+                     "other-partition": False}
+
+
+def test_the_high_water_mark_carried_from_earlier_batches_gives_the_marks_of_one_pass_over_the_whole_log(spark):
+    rows = backfill(("a", 0, 0, 100, 100), ("b", 0, 1, 5000, 5000), ("c", 0, 2, 3000, 5001), ("d", 1, 0, 50, 50),
+                    ("e", 1, 1, 10, 51), ("f", 0, 3, 4000, 5002))
+    whole = with_high_water(spark.createDataFrame(rows, CANDIDATE_SCHEMA), "event_time", HIGH_WATER)
+    first = spark.createDataFrame(rows[:3], CANDIDATE_SCHEMA)
+    carried = {int(r.partition): int(r.mark) for r in high_water_marks(first, "event_time", HIGH_WATER).collect()}
+    second = with_high_water(spark.createDataFrame(rows[3:], CANDIDATE_SCHEMA), "event_time", HIGH_WATER, carried)
+    in_two = with_high_water(first, "event_time", HIGH_WATER).unionByName(second)
+    assertDataFrameEqual(in_two.select("event_id", HIGH_WATER_COLUMN), whole.select("event_id", HIGH_WATER_COLUMN))
+
+
+def test_an_event_from_the_future_does_not_raise_the_high_water_mark(spark):
+    rows = backfill(("ok", 0, 0, 0, 0), ("future", 0, 1, 10 * 86400, 1), ("next", 0, 2, 5, 2))
+    frame = with_high_water(spark.createDataFrame(rows, CANDIDATE_SCHEMA), "event_time", HIGH_WATER)
+    marks = {r.event_id: r[HIGH_WATER_COLUMN] for r in frame.collect()}
+    assert marks == {"ok": None, "future": T0, "next": T0}
+    assert not any(r.is_late for r in winners(frame, "event_id", "event_time", HIGH_WATER).collect())
+
+
+def test_the_append_time_rule_adds_no_high_water_column(spark):
+    frame = spark.createDataFrame(backfill(("a", 0, 0, 0, 0)), CANDIDATE_SCHEMA)
+    assert with_high_water(frame, "event_time", LatenessRule(900)).columns == frame.columns
 
 
 def test_touched_keys_are_distinct_and_select_only_their_rows(spark):
