@@ -46,12 +46,29 @@ def register_table(spark, settings: Settings, table: str) -> None:
     location = str(table_path(settings, table))
     if not spark.catalog.databaseExists(schema):
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    if spark.catalog.tableExists(table):
-        registered = spark.sql(f"DESCRIBE DETAIL {table}").first()["location"]
-        if registered.removeprefix("file:").rstrip("/") == location.rstrip("/"):
-            return
+    registered = _registered_location(spark, table)
+    if registered == location.rstrip("/"):
+        return
+    if registered is not None:
         spark.sql(f"DROP TABLE {table}")
     spark.sql(f"CREATE TABLE {table} USING delta LOCATION '{location}'")
+
+
+STALE = "<no Delta table there any more>"
+
+
+def _registered_location(spark, table: str) -> str | None:
+    """Where the catalog has ``table``: its folder, None when the name is free, or ``STALE`` when the folder it names
+    no longer holds a Delta table (deleted, or on a filesystem since unmounted); Spark then refuses even to say
+    whether the name exists. A stale name is dropped and registered again, like one pointing elsewhere."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        if not spark.catalog.tableExists(table):
+            return None
+        return spark.sql(f"DESCRIBE DETAIL {table}").first()["location"].removeprefix("file:").rstrip("/")
+    except AnalysisException:
+        return STALE
 
 
 def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tuple[str, ...] = (),

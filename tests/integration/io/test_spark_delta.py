@@ -1,11 +1,12 @@
 """Spark reads the log with explicit offsets and round-trips it through a Delta table."""
 
 import json
+import shutil
 
 import pytest
 from kafka import KafkaProducer
 
-from spark_apps.io.catalog import register_warehouse_tables, table_path
+from spark_apps.io.catalog import register_table, register_warehouse_tables, table_path
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.topics import partition_offsets
 
@@ -46,3 +47,15 @@ def test_python_workers_run_the_drivers_virtualenv_not_the_first_python3_on_path
 
     prefixes = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").prefix).collect()
     assert prefixes == [sys.prefix], "a pandas UDF would otherwise miss the virtualenv's packages"
+
+
+def test_a_name_registered_at_a_folder_since_deleted_is_registered_again_at_the_new_one(spark, settings, tmp_path):
+    """A warehouse on a filesystem since unmounted, or deleted, leaves its names in a long-lived session's catalog."""
+    gone, kept = (settings.with_overrides(warehouse_dir=tmp_path / name) for name in ("gone", "kept"))
+    for owner in (gone, kept):
+        spark.range(3 if owner is gone else 5).write.format("delta").save(str(table_path(owner, "scratch.numbers")))
+    register_table(spark, gone, "scratch.numbers")
+    shutil.rmtree(gone.warehouse_dir)
+    register_table(spark, kept, "scratch.numbers")
+    assert spark.table("scratch.numbers").count() == 5
+    spark.sql("DROP TABLE scratch.numbers")
