@@ -2,14 +2,18 @@
 
 The first exception line of that message is always a wrapper (py4j's "An error occurred while calling o91.save");
 what happened is the innermost cause. A write that failed names its table, and a full disk says so in words, with
-what to do: nothing was committed, so freeing space and starting the stream again resumes at the failed batch.
+what to do: the batch is not in Spark's commit log and its writes are idempotent, so freeing space and starting
+the stream again redoes it exactly once.
 """
 
 from __future__ import annotations
 
 import re
 
-_EXCEPTION_LINE = re.compile(r"^(?:Caused by: |: )?(?P<line>(?:(?:[\w$]+\.)+[\w$]+|\w*(?:Error|Exception|Fault)): .+)$")
+# At the start of a line: Java's "Caused by:" of the main chain (those of "Suppressed:" blocks are indented) or the
+# ": " py4j puts before the Java exception, then a dotted class or a builtin, and its message if it has one.
+_EXCEPTION_LINE = re.compile(
+    r"^(?:Caused by: |: )?(?P<line>(?:(?:[\w$]+\.)+[\w$]+|\w*(?:Error|Exception|Fault))(?:: .*)?)$")
 _WRAPPERS = ("py4j.", "An error occurred while calling", "An exception was raised by the Python Proxy",
              "[STREAM_FAILED]", "[FOREACH_BATCH_USER_FUNCTION_ERROR]")
 _WRITING = re.compile(r"Task failed while writing rows to (?:file:)?(?P<path>\S+?)\.?(?:\s|$)")
@@ -21,7 +25,7 @@ def root_cause(detail: str) -> str:
 
     An exception line is Java's ``Caused by: pkg.Class: message`` or the last line of a Python traceback, which names
     a builtin (``OSError: ...``) or a dotted class (``spark_apps.stream.job.CheckpointMismatch: ...``)."""
-    causes = [match["line"] for match in map(_EXCEPTION_LINE.match, (line.strip() for line in detail.splitlines()))
+    causes = [match["line"].strip() for match in map(_EXCEPTION_LINE.match, detail.splitlines())
               if match and not any(wrapper in match["line"] for wrapper in _WRAPPERS)]
     if causes:
         return causes[-1]
@@ -33,7 +37,7 @@ def failure_summary(detail: str) -> str:
     cause = root_cause(detail)
     writing = _WRITING.search(detail)
     where = f" while writing {writing['path']}" if writing else ""
-    if DISK_FULL in cause:
-        return (f"the disk is full ({cause}){where}; nothing of the failed batch was committed: free space and "
-                "start the stream again, it resumes at that batch")
+    if DISK_FULL in cause or DISK_FULL in detail:
+        return (f"the disk is full ({cause}){where}; Spark's checkpoint did not commit the batch, and every write of "
+                "it is idempotent: free space and start the stream again, it redoes that batch exactly once")
     return f"the streaming query failed: {cause}{where}"

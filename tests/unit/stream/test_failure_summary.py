@@ -34,7 +34,7 @@ def test_a_real_full_disk_is_named_in_words_with_the_table_and_what_to_do():
     summary = failure_summary(REAL_FULL_DISK)
     assert summary.startswith("the disk is full (java.io.IOException: No space left on device) "
                               "while writing /var/warehouse/bronze.db/events;")
-    assert "start the stream again" in summary
+    assert "start the stream again, it redoes that batch exactly once" in summary
     assert "\n" not in summary
 
 
@@ -57,3 +57,15 @@ def test_a_platform_error_raised_in_the_batch_is_named_by_its_dotted_class():
 def test_a_message_without_any_exception_line_keeps_its_first_line():
     assert failure_summary("query stopped\nmore") == "the streaming query failed: query stopped"
     assert failure_summary("") == "the streaming query failed: unknown error"
+
+
+def test_an_indented_cause_of_a_suppressed_exception_does_not_hide_the_main_chain():
+    detail = REAL_FULL_DISK + "\tSuppressed: java.lang.IllegalStateException: close failed\n" \
+        "\t\tCaused by: java.lang.IllegalStateException: stream closed\n"
+    assert root_cause(detail) == "java.io.IOException: No space left on device"
+
+
+def test_an_exception_without_a_message_is_still_the_cause():
+    detail = python_error("py4j.protocol.Py4JJavaError: An error occurred while calling o7.save.") \
+        + "Caused by: java.lang.NullPointerException\n\tat org.example.Writer.write(Writer.java:1)\n"
+    assert root_cause(detail) == "java.lang.NullPointerException"
