@@ -32,6 +32,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
 from spark_apps.io.topics import LogState, describe_log
+from spark_apps.pipeline.declaration import load_pipeline
 from spark_apps.services.processes import cmdline
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
@@ -133,10 +134,8 @@ def track_progress(previous: dict | None, pid: int | None, last_batch_id: int | 
     return {**seen, "since_s": now_s}
 
 
-def rewound(heartbeat: dict | None, log_end: dict[int, int], current_topic_id: str | None,
-            settings: Settings) -> str:
-    """Why the topic is not the log the stream's heartbeat says it read, or "" (see ``log_identity``)."""
-    topic = stream_topic(heartbeat, settings)
+def rewound(heartbeat: dict | None, log_end: dict[int, int], current_topic_id: str | None, topic: str) -> str:
+    """Why ``topic`` is not the log the stream's heartbeat says it read, or "" (see ``log_identity``)."""
     return log_problem(topic, (heartbeat or {}).get("topic_id"), current_topic_id,
                        committed_offsets(heartbeat, topic) or {}, log_end)
 
@@ -367,14 +366,15 @@ class Observation:
 def observe(settings: Settings, now: float, topic: str | None = None) -> Observation:
     """Judge the stream as a supervision round does, without acting on it (``kappa status`` shows this): ``blind``
     when the log cannot be read, ``rewound`` when the topic is not the log the stream read, else ``assess``.
-    ``topic`` is the pipeline's, for a stream that has not reported its own yet."""
+    ``topic`` is the one the pipeline reads, for a stream that has not reported its own yet: before its first
+    micro-batch, a stream's heartbeat names no topic, and the settings' events topic need not be the pipeline's."""
     pid = stream_pid(settings)
     heartbeat = read_heartbeat(settings)
     topic = stream_topic(heartbeat, settings, topic)
     log, blind = log_or_why_not(settings, topic)
     if log is None:
         return Observation(Health("blind", None, {}, None, blind, pid=pid), heartbeat, {}, None)
-    problem = rewound(heartbeat, log.log_end, log.topic_id, settings)
+    problem = rewound(heartbeat, log.log_end, log.topic_id, topic)
     if problem:
         return Observation(Health("rewound", None, {}, None, problem, pid=pid), heartbeat, log.log_end, None)
     lag = lag_by_partition(heartbeat, log.log_end, settings)
@@ -392,7 +392,7 @@ def supervise(settings: Settings, start: bool = True) -> Health:
     Blind, it starts nothing: without the log end neither lag nor a restart can be judged. Rewound, it stops the
     stream and starts nothing: going on would skip or reread records."""
     now = time.time()
-    seen = observe(settings, now)
+    seen = observe(settings, now, load_pipeline(settings.pipeline).source_topic(settings))
     health = seen.health
     if health.status == "rewound":
         stopped = stop_stream(settings) if health.pid is not None else False

@@ -382,3 +382,20 @@ def test_a_supervision_round_raises_the_future_event_alert_and_resolves_it_when_
     alerts = healthy_rounds(settings, monkeypatch, future(1000, 4), future(1000, 0))
     assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
         ("stream:marketplace:future-events", "warning", False), ("stream:marketplace:future-events", "info", True)]
+
+
+def test_before_its_first_batch_a_stream_of_a_pipeline_with_its_own_topic_is_judged_on_that_topic(
+        settings, monkeypatch):
+    """Its heartbeat has the topic's id but no offsets yet: the settings' events topic is not the one it reads."""
+    asked, stopped = [], []
+    sensors = settings.with_overrides(pipeline="tests.support.sensor_pipeline:PIPELINE")
+    monkeypatch.setattr(supervisor, "read_log", lambda s, topic: asked.append(topic) or LogState(topic, "id-sensors",
+                                                                                                  {0: (0, 40)}))
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "stop_stream", lambda s: stopped.append(s) or True)
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {**beat(None), "topic_id": "id-sensors"})
+    pid_path(sensors).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(sensors).write_text("77\n")
+    health = supervisor.supervise(sensors, start=False)
+    assert asked == ["sensors.readings"] and health.status != "rewound" and not stopped
