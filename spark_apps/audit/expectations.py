@@ -3,7 +3,9 @@
 Each stream table gets one suite, validated against the stream table at version ``V``:
 
 - stream vs batch, over every row and on its own (it never reads the fingerprint diff's result): equal row counts,
-  every key as often on each side (keys both ways), and every column equal for the keys both sides have. They are
+  every key as often on each side (keys both ways), every column equal for the keys both sides have once, and the
+  same rows on both sides for a key with several (keys are unique by the data-quality rules, but a witness must
+  not report a false difference, or miss one, when they are not). They are
   row queries over ``{batch}`` joined with a session view of the snapshot, and their failing rows, which name the
   keys, are listed in the Data Docs;
 - data quality: keys unique and not null, plus the table's own rules from
@@ -105,12 +107,25 @@ def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...
                 "WHERE s.n IS NULL OR b.n IS NULL OR s.n <> b.n")),
     ]
     if values:
-        comparisons.append(expectation(
-            description=f"{label}: every column is equal for the keys both sides have",
-            unexpected_rows_query=(
-                "SELECT " + ", ".join(f"s.`{k}` AS `{k}`" for k in keys)
-                + f", concat_ws(', ', {differing}) AS differing_columns FROM {{batch}} s JOIN {snapshot} b "
-                f"ON {same_key} WHERE NOT (" + " AND ".join(f"s.`{c}` <=> b.`{c}`" for c in values) + ")")))
+        copies = f"count(*) OVER (PARTITION BY {key_list}) AS _copies"
+        rows = "sort_array(collect_list(to_json(struct(" + ", ".join(f"`{c}`" for c in values) + "))))"
+        several = lambda table: (f"(SELECT {key_list}, {rows} AS r FROM {table} GROUP BY {key_list} "  # noqa: E731
+                                 "HAVING count(*) > 1)")
+        comparisons += [
+            expectation(
+                description=f"{label}: every column is equal for the keys both sides have once",
+                unexpected_rows_query=(
+                    "SELECT " + ", ".join(f"s.`{k}` AS `{k}`" for k in keys)
+                    + f", concat_ws(', ', {differing}) AS differing_columns FROM (SELECT *, {copies} FROM {{batch}}) s "
+                    f"JOIN (SELECT *, {copies} FROM {snapshot}) b ON {same_key} "
+                    "WHERE s._copies = 1 AND b._copies = 1 AND NOT ("
+                    + " AND ".join(f"s.`{c}` <=> b.`{c}`" for c in values) + ")")),
+            expectation(
+                description=f"{label}: a key with several rows has the same rows on both sides",
+                unexpected_rows_query=(
+                    "SELECT 'rows_differ' AS kind, " + ", ".join(f"s.`{k}` AS `{k}`" for k in keys)
+                    + f" FROM {several('{batch}')} s JOIN {several(snapshot)} b ON {same_key} WHERE s.r <> b.r")),
+        ]
     return comparisons
 
 

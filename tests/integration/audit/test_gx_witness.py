@@ -52,4 +52,17 @@ def test_gx_passes_a_stream_table_equal_to_its_snapshot_in_another_row_order(spa
     outcome = validator.validate(spark, "gold.witness", spark.createDataFrame(SNAPSHOT[::-1], SCHEMA),
                                  spark.createDataFrame(SNAPSHOT, SCHEMA), ("order_id",))
     assert outcome.success and outcome.stream_equals_batch
-    assert len([e for e in outcome.expectations if e.compares_with_batch]) == 3
+    assert len([e for e in outcome.expectations if e.compares_with_batch]) == 4
+
+
+def test_a_key_with_several_rows_is_compared_as_the_set_of_its_rows(spark, validator):
+    """Keys are unique by the data-quality rules; when they are not, GX must neither invent a difference between
+    equal copies nor miss one between different ones (and the quality rule still fails)."""
+    doubled = [*SNAPSHOT, (3, "shipped", 300), (3, "lost", 0)]
+    same = validator.validate(spark, "gold.witness", spark.createDataFrame(doubled[::-1], SCHEMA),
+                              spark.createDataFrame(doubled, SCHEMA), ("order_id",))
+    assert same.stream_equals_batch and not same.quality_ok
+    other = validator.validate(spark, "gold.witness", spark.createDataFrame([*doubled[:-1], (3, "lost", 1)], SCHEMA),
+                               spark.createDataFrame(doubled, SCHEMA), ("order_id",))
+    assert not other.stream_equals_batch
+    assert "kind=rows_differ, order_id=3" in [s for e in other.expectations if not e.success for s in e.samples]
