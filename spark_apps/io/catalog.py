@@ -67,7 +67,9 @@ def _registered_location(spark, table: str) -> str | None:
         if not spark.catalog.tableExists(table):
             return None
         return spark.sql(f"DESCRIBE DETAIL {table}").first()["location"].removeprefix("file:").rstrip("/")
-    except AnalysisException:
+    except AnalysisException as exc:
+        if "DELTA_PATH_DOES_NOT_EXIST" not in str(exc):
+            raise
         return STALE
 
 

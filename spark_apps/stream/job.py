@@ -177,6 +177,7 @@ class StreamJob:
             self.spark.sql(f"DROP TABLE IF EXISTS {table}")
             shutil.rmtree(self.path(table), ignore_errors=True)
         shutil.rmtree(self.checkpoint, ignore_errors=True)
+        self.high_water = None
 
     # ---- the micro-batch ----------------------------------------------------------------------
 
