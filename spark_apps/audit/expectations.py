@@ -11,7 +11,9 @@ Each stream table gets one suite, validated against the stream table at version 
 - data quality: keys unique and not null, plus the table's own rules from
   ``expectations/<pipeline>/<table>.json`` (GX expectation types and kwargs).
 
-A checkpoint per table stores the validation results and rebuilds the Data Docs on the local disk.
+A checkpoint per table stores its validation result; ``publish`` then renders the run's pages and the Data Docs
+index on the local disk, once per run. The index lists the newest ``DOCS_INDEX_RESULTS`` results: GX reads every
+result it lists, so an unbounded index would make each audit slower than the one before.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from spark_apps.core.settings import Settings
 log = logging.getLogger(__name__)
 DATA_SOURCE = "kappa_reconciliation"
 SHOWN_ROWS = 20  # failing rows of a stream-vs-batch expectation kept in its result and its Data Docs page
+DOCS_SITE = "local_site"
+DOCS_INDEX_RESULTS = 500  # about fifty runs of a pipeline's stream tables; older pages stay on disk, unlisted
 
 
 @dataclass(frozen=True)
@@ -170,11 +174,19 @@ class Validator:
             self.context.enable_analytics(False)  # kept in great_expectations.yml: no usage data leaves the machine
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self.source = self.context.data_sources.add_or_update_spark(DATA_SOURCE)
+        self._bound_docs_index()
+        self._validated: list[tuple[object, SuiteOutcome]] = []
+
+    def _bound_docs_index(self) -> None:
+        site = dict((self.context.variables.data_docs_sites or {}).get(DOCS_SITE) or {})
+        index = dict(site.get("site_index_builder") or {"class_name": "DefaultSiteIndexBuilder"})
+        if site and index.get("validation_results_limit") != DOCS_INDEX_RESULTS:
+            self.context.update_data_docs_site(DOCS_SITE, {**site, "site_index_builder": {
+                **index, "validation_results_limit": DOCS_INDEX_RESULTS}})
 
     def validate(self, spark, label: str, stream, snapshot, keys: tuple[str, ...]) -> SuiteOutcome:
         """Run the table's suite on the stream frame, with the snapshot as a view."""
         import great_expectations as gx
-        from great_expectations.checkpoint import UpdateDataDocsAction
 
         snapshot.createOrReplaceTempView(_view_name("snapshot", label))
         name = f"{self.pipeline_name}.{label}"
@@ -188,11 +200,9 @@ class Validator:
         definition = self.context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=batch, suite=suite))
         checkpoint = self.context.checkpoints.add_or_update(gx.Checkpoint(
-            name=name, validation_definitions=[definition], actions=[UpdateDataDocsAction(name="data_docs")],
-            result_format={"result_format": "SUMMARY"}))
+            name=name, validation_definitions=[definition], actions=[], result_format={"result_format": "SUMMARY"}))
         result = checkpoint.run(batch_parameters={"dataframe": stream})
         identifier, validation = next(iter(result.run_results.items()))
-        urls = self.context.get_docs_sites_urls(resource_identifier=identifier)
         comparison_texts = {e.description for e in comparisons}
         outcomes = []
         for r in validation.results:
@@ -206,11 +216,19 @@ class Validator:
             outcomes.append(ExpectationOutcome(
                 description=r.expectation_config.description or r.expectation_config.type, success=bool(r.success),
                 observed=_observed(r.result, r.expectation_config.type), compares_with_batch=compares, samples=samples))
-        return SuiteOutcome(suite=name, success=bool(validation.success),
-                            result_url=(urls[0].get("site_url") or "") if urls else "", expectations=outcomes)
+        outcome = SuiteOutcome(suite=name, success=bool(validation.success), result_url="", expectations=outcomes)
+        self._validated.append((identifier, outcome))
+        return outcome
 
-    def docs_index(self) -> str:
-        urls = self.context.get_docs_sites_urls()
+    def publish(self) -> str:
+        """Render this run's validation pages and the index, once; fill each outcome's page URL and return the
+        index's."""
+        self.context.build_data_docs(site_names=[DOCS_SITE],
+                                     resource_identifiers=[identifier for identifier, _ in self._validated])
+        for identifier, outcome in self._validated:
+            urls = self.context.get_docs_sites_urls(resource_identifier=identifier, site_name=DOCS_SITE)
+            outcome.result_url = (urls[0].get("site_url") or "") if urls else ""
+        urls = self.context.get_docs_sites_urls(site_name=DOCS_SITE)
         return (urls[0].get("site_url") or "") if urls else ""
 
 

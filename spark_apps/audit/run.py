@@ -153,7 +153,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
     began = time.monotonic()
     run.contract = _record_counts(spark, settings, pipeline, generation, snapshot, versions)
     run.seconds.update(compare=compare_s + time.monotonic() - began, validate=validate_s)
-    run.docs_url = validator.docs_index()
+    run.docs_url = validator.publish()
     run.report_path = write_report(settings, run)
     ledger.append(spark, settings, _ledger_rows(run, dt.datetime.now(dt.UTC)))
     for verdict in run.verdicts:

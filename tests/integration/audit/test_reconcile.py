@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from spark_apps.audit.diff import EXTRA, KINDS, MISMATCH, MISSING, TableDiff
+from spark_apps.audit.expectations import DOCS_INDEX_RESULTS
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, align, check_retention, recompute, stream_tables
 from spark_apps.audit.run import audit, reconcile
@@ -67,9 +68,10 @@ def test_the_report_and_data_docs_show_every_verdict(audited):
     assert all(f"marketplace.{verdict.table.label}" in index for verdict in audited.verdicts)
 
 
-def test_great_expectations_keeps_its_usage_analytics_off(restarted_stream, audited):
-    config = restarted_stream.job.settings.gx_dir / "gx" / "great_expectations.yml"
-    assert "analytics_enabled: false" in config.read_text()
+def test_great_expectations_keeps_its_usage_analytics_off_and_its_docs_index_bounded(restarted_stream, audited):
+    config = (restarted_stream.job.settings.gx_dir / "gx" / "great_expectations.yml").read_text()
+    assert "analytics_enabled: false" in config
+    assert f"validation_results_limit: {DOCS_INDEX_RESULTS}" in config, "every audit would read every stored result"
 
 
 def test_the_batch_reads_only_the_offsets_the_stream_version_reflects(spark, restarted_stream, audited):
