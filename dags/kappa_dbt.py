@@ -1,8 +1,12 @@
 """
-### dbt models over the reconciled serving tables (on every reconciliation, and on its own schedule)
+### dbt models of one pipeline over its reconciled serving tables: `kappa_<pipeline>_dbt`
 
-Scheduled on the Asset events `kappa_reconcile` publishes, one per served gold table
-(`serving.<table>`): it runs once every table the dbt project reads has been reconciled again. It also
+A pipeline has this DAG when the dbt project declares sources over its serving views (a source in schema
+`serving` names its pipeline with `config.meta.kappa_pipeline`). The DAG builds what is downstream of those
+sources (`--select source:<name>+`), and nothing of another pipeline's.
+
+Scheduled on the Asset events `kappa_<pipeline>_reconcile` publishes, one per served gold table
+(`serving.<table>`): it runs once every table the pipeline's models read has been reconciled again. It also
 runs on `KAPPA_DBT_SCHEDULE` (hourly): once every table serves from the stream the batch audits only every
 `KAPPA_KAPPA_AUDIT_EVERY_S`, and the marts must not go stale with it.
 Each step is a child `kappa dbt ...` process on the platform's own Spark session:
@@ -23,58 +27,67 @@ from __future__ import annotations
 from airflow.sdk import AssetAll, AssetOrTimeSchedule, CronTriggerTimetable, dag, task
 
 from spark_apps.core.settings import Settings
-from spark_apps.orchestration.tasks import dag_arguments, dbt_source_views, serving_asset
+from spark_apps.orchestration.pipelines import OrchestratedPipeline, orchestrated_pipelines
+from spark_apps.orchestration.tasks import DbtSources, dag_arguments, dbt_sources, serving_asset
 
 SETTINGS = Settings.from_env()
-SOURCES = [serving_asset(SETTINGS.pipeline, view) for view in dbt_source_views(SETTINGS)]
 
 
-@dag(
-    dag_id="kappa_dbt",
-    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable(SETTINGS.dbt_schedule, timezone="UTC"),
-                                 assets=AssetAll(*SOURCES)),
-    tags=["kappa", "dbt", "marts"],
-    doc_md=__doc__,
-    **dag_arguments(SETTINGS),
-)
-def kappa_dbt():
-    @task
-    def freshness() -> dict:
-        """dbt source freshness of the serving views (the outcome, even a failed one, goes to the verdict)."""
-        from spark_apps.orchestration.tasks import run_kappa
+def dbt_dag(pipeline: OrchestratedPipeline, sources: DbtSources):
+    assets = [serving_asset(pipeline.name, view) for view in sources.views]
+    scope = ("--pipeline", pipeline.spec, "--select", sources.selector)
 
-        return run_kappa("dbt", "freshness", expect_failure_exit=True)
+    @dag(
+        dag_id=pipeline.dag_id("dbt"),
+        schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable(SETTINGS.dbt_schedule, timezone="UTC"),
+                                     assets=AssetAll(*assets)),
+        tags=["kappa", "dbt", "marts", f"pipeline:{pipeline.name}"],
+        doc_md=__doc__,
+        **dag_arguments(SETTINGS),
+    )
+    def kappa_dbt():
+        @task
+        def freshness() -> dict:
+            """dbt source freshness of the serving views (the outcome, even a failed one, goes to the verdict)."""
+            from spark_apps.orchestration.tasks import run_kappa
 
-    @task
-    def build(fresh: dict) -> dict:
-        """dbt build: models, data tests and unit tests over the reconciled serving views."""
-        from spark_apps.orchestration.tasks import run_kappa
+            return run_kappa("dbt", "freshness", *scope, expect_failure_exit=True)
 
-        return run_kappa("dbt", "build", expect_failure_exit=True)
+        @task
+        def build(fresh: dict) -> dict:
+            """dbt build: models, data tests and unit tests over the reconciled serving views."""
+            from spark_apps.orchestration.tasks import run_kappa
 
-    @task
-    def docs(built: dict) -> dict:
-        """The dbt docs site, regenerated after every build."""
-        from spark_apps.orchestration.tasks import run_kappa
+            return run_kappa("dbt", "build", *scope, expect_failure_exit=True)
 
-        return run_kappa("dbt", "docs", expect_failure_exit=True)
+        @task
+        def docs(built: dict) -> dict:
+            """The dbt docs site, regenerated after every build."""
+            from spark_apps.orchestration.tasks import run_kappa
 
-    @task(retries=0, on_failure_callback=[])
-    def verdict(fresh: dict, built: dict, documented: dict) -> str:
-        """Fail the run when dbt failed or refused (on-call was paged by the dbt step itself)."""
-        from airflow.sdk.exceptions import AirflowFailException
+            return run_kappa("dbt", "docs", *scope, expect_failure_exit=True)
 
-        problems = [f"{o['command']}: {o.get('refused') or o.get('error') or ''} "
-                    + ", ".join(f"{f['node']} {f['status']}" for f in o.get("failed", []))
-                    for o in (fresh, built, documented) if not o.get("success")]
-        if problems:
-            raise AirflowFailException("dbt failed: " + "; ".join(p.strip() for p in problems))
-        served = ", ".join(f"{view} <- {source}" for view, source in built.get("served", {}).items())
-        return f"dbt build ok over {served}; {built['counts']}"
+        @task(retries=0, on_failure_callback=[])
+        def verdict(fresh: dict, built: dict, documented: dict) -> str:
+            """Fail the run when dbt failed or refused (on-call was paged by the dbt step itself)."""
+            from airflow.sdk.exceptions import AirflowFailException
 
-    fresh = freshness()
-    built = build(fresh)
-    verdict(fresh, built, docs(built))
+            problems = [f"{o['command']}: {o.get('refused') or o.get('error') or ''} "
+                        + ", ".join(f"{f['node']} {f['status']}" for f in o.get("failed", []))
+                        for o in (fresh, built, documented) if not o.get("success")]
+            if problems:
+                raise AirflowFailException("dbt failed: " + "; ".join(p.strip() for p in problems))
+            served = ", ".join(f"{view} <- {source}" for view, source in built.get("served", {}).items())
+            return f"dbt build ok over {served}; {built['counts']}"
+
+        fresh = freshness()
+        built = build(fresh)
+        verdict(fresh, built, docs(built))
+
+    return kappa_dbt()
 
 
-kappa_dbt()
+_DECLARED = dbt_sources(SETTINGS)
+for _pipeline in orchestrated_pipelines(SETTINGS):
+    if _pipeline.name in _DECLARED:
+        dbt_dag(_pipeline, _DECLARED[_pipeline.name])

@@ -1,5 +1,5 @@
 """
-### Batch recompute and reconciliation (hourly)
+### Batch recompute and reconciliation of one pipeline (hourly): `kappa_<pipeline>_reconcile`
 
 Proves the stream: align on the last stream batch committed by the end of the data interval
 (its log offsets `O` and each table's version `V`), recompute every table from Kafka `[start, O)`
@@ -24,71 +24,78 @@ from datetime import timedelta
 from airflow.sdk import AssetAlias, AsyncCallback, DeadlineAlert, DeadlineReference, dag, task
 
 from spark_apps.core.settings import Settings
+from spark_apps.orchestration.pipelines import OrchestratedPipeline, orchestrated_pipelines
 from spark_apps.orchestration.tasks import dag_arguments, serving_asset
 
 SETTINGS = Settings.from_env()
-RECONCILED = AssetAlias(f"kappa.{SETTINGS.pipeline}.reconciled")
 
 
-@dag(
-    dag_id="kappa_reconcile",
-    schedule=SETTINGS.reconcile_schedule,
-    tags=["kappa", "reconciliation", "serving"],
-    doc_md=__doc__,
-    deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT,
-                           interval=timedelta(seconds=SETTINGS.reconcile_deadline_s),
-                           callback=AsyncCallback("spark_apps.orchestration.notifier.deadline_missed"))
-    if SETTINGS.reconcile_deadline_s else None,
-    **dag_arguments(SETTINGS),
-)
-def kappa_reconcile():
-    @task
-    def reconcile(*, dag_run) -> dict:
-        """Recompute and reconcile (a child `kappa reconcile` process); skips when the audit is not due."""
-        from airflow.sdk.exceptions import AirflowSkipException
+def reconcile_dag(pipeline: OrchestratedPipeline):
+    dag_id = pipeline.dag_id("reconcile")
+    reconciled = AssetAlias(f"kappa.{pipeline.name}.reconciled")
 
-        from spark_apps.orchestration.tasks import as_of, audit_run_id, run_kappa
+    @dag(
+        dag_id=dag_id,
+        schedule=SETTINGS.reconcile_schedule,
+        tags=["kappa", "reconciliation", "serving", f"pipeline:{pipeline.name}"],
+        doc_md=__doc__,
+        deadline=DeadlineAlert(reference=DeadlineReference.DAGRUN_QUEUED_AT,
+                               interval=timedelta(seconds=SETTINGS.reconcile_deadline_s),
+                               callback=AsyncCallback("spark_apps.orchestration.notifier.deadline_missed"))
+        if SETTINGS.reconcile_deadline_s else None,
+        **dag_arguments(SETTINGS),
+    )
+    def kappa_reconcile():
+        @task
+        def reconcile(*, dag_run) -> dict:
+            """Recompute and reconcile (a child `kappa reconcile` process); skips when the audit is not due."""
+            from airflow.sdk.exceptions import AirflowSkipException
 
-        outcome = run_kappa("reconcile", "--run-id", audit_run_id("kappa_reconcile", dag_run),
-                            "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due",
-                            expect_failure_exit=True)
-        if outcome.get("skipped"):
-            raise AirflowSkipException(outcome["reason"])
-        return outcome
+            from spark_apps.orchestration.tasks import as_of, audit_run_id, run_kappa
 
-    @task
-    def update_serving(outcome: dict) -> dict:
-        """Apply the verdict to the serving state of each gold table (alerts on a mismatch)."""
-        from spark_apps.orchestration.tasks import run_kappa
+            outcome = run_kappa("reconcile", "--pipeline", pipeline.spec, "--run-id", audit_run_id(dag_id, dag_run),
+                                "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due",
+                                expect_failure_exit=True)
+            if outcome.get("skipped"):
+                raise AirflowSkipException(outcome["reason"])
+            return outcome
 
-        return run_kappa("serving", "advance", "--run-id", outcome["run_id"])
+        @task
+        def update_serving(outcome: dict) -> dict:
+            """Apply the verdict to the serving state of each gold table (alerts on a mismatch)."""
+            from spark_apps.orchestration.tasks import run_kappa
 
-    @task(outlets=[RECONCILED])
-    def publish(serving: dict, *, outlet_events) -> list[str]:
-        """One Asset event per served gold table, saying which copy it serves and on what evidence."""
-        published = []
-        for decision in serving["decisions"]:
-            asset = serving_asset(serving["pipeline"], decision["view"])
-            outlet_events[RECONCILED].add(asset, extra={
-                "run_id": serving["run_id"], "mode": decision["mode"], "source_table": decision["source_table"],
-                "source_version": decision["source_version"], "changed": decision["changed"]})
-            published.append(decision["view"])
-        return published
+            return run_kappa("serving", "advance", "--pipeline", pipeline.spec, "--run-id", outcome["run_id"])
 
-    @task(retries=0, on_failure_callback=[])
-    def verdict(outcome: dict, published: list[str]) -> str:
-        """Fail the run on a mismatch (on-call was already paged by the serving step) so the grid shows it."""
-        from airflow.sdk.exceptions import AirflowFailException
+        @task(outlets=[reconciled])
+        def publish(serving: dict, *, outlet_events) -> list[str]:
+            """One Asset event per served gold table, saying which copy it serves and on what evidence."""
+            published = []
+            for decision in serving["decisions"]:
+                asset = serving_asset(pipeline.name, decision["view"])
+                outlet_events[reconciled].add(asset, extra={
+                    "run_id": serving["run_id"], "mode": decision["mode"], "source_table": decision["source_table"],
+                    "source_version": decision["source_version"], "changed": decision["changed"]})
+                published.append(decision["view"])
+            return published
 
-        failed = [t["table"] for t in outcome["tables"] if not t["success"]]
-        if failed:
-            raise AirflowFailException(f"reconciliation {outcome['run_id']} failed for {', '.join(failed)}; "
-                                       f"serving fell back to the batch snapshot; report {outcome['report']}")
-        return f"reconciliation {outcome['run_id']} exact; published {', '.join(published)}"
+        @task(retries=0, on_failure_callback=[])
+        def verdict(outcome: dict, published: list[str]) -> str:
+            """Fail the run on a mismatch (on-call was already paged by the serving step) so the grid shows it."""
+            from airflow.sdk.exceptions import AirflowFailException
 
-    outcome = reconcile()
-    serving = update_serving(outcome)
-    verdict(outcome, publish(serving))
+            failed = [t["table"] for t in outcome["tables"] if not t["success"]]
+            if failed:
+                raise AirflowFailException(f"reconciliation {outcome['run_id']} failed for {', '.join(failed)}; "
+                                           f"serving fell back to the batch snapshot; report {outcome['report']}")
+            return f"reconciliation {outcome['run_id']} exact; published {', '.join(published)}"
+
+        outcome = reconcile()
+        serving = update_serving(outcome)
+        verdict(outcome, publish(serving))
+
+    return kappa_reconcile()
 
 
-kappa_reconcile()
+for _pipeline in orchestrated_pipelines(SETTINGS):
+    reconcile_dag(_pipeline)

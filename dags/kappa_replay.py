@@ -1,5 +1,5 @@
 """
-### Kappa replay, blue/green (manual)
+### Kappa replay of one pipeline, blue/green (manual): `kappa_<pipeline>_replay`
 
 How a logic change is deployed the Kappa way: rebuild every stream table from offset 0 of the log
 into a new generation (`gold.<table>__g<n>`, its own checkpoint) while the current generation keeps
@@ -23,82 +23,89 @@ from __future__ import annotations
 from airflow.sdk import Param, dag, task
 
 from spark_apps.core.settings import Settings
+from spark_apps.orchestration.pipelines import OrchestratedPipeline, orchestrated_pipelines
 from spark_apps.orchestration.tasks import dag_arguments
 
 SETTINGS = Settings.from_env()
 
 
-@dag(
-    dag_id="kappa_replay",
-    schedule=None,
-    tags=["kappa", "replay", "manual"],
-    doc_md=__doc__,
-    **dag_arguments(SETTINGS),
-    params={
-        "pipeline": Param(SETTINGS.pipeline, type="string", description="the pipeline code to deploy"),
-        "confirm": Param(False, type="boolean", description="a replay streams the whole log again; confirm"),
-        "reason": Param("kappa replay", type="string", description="recorded with the generation and the swap"),
-    },
-)
-def kappa_replay():
-    @task(retries=0)
-    def confirm(*, params) -> str:
-        """A run without confirm=true is a deliberate no: it skips the replay and pages nobody."""
-        from airflow.sdk.exceptions import AirflowSkipException
+def replay_dag(pipeline: OrchestratedPipeline):
+    dag_id = pipeline.dag_id("replay")
 
-        if not params["confirm"]:
-            raise AirflowSkipException("a replay rebuilds every stream table from the whole log; trigger with "
-                                       "confirm=true")
-        return params["pipeline"]
+    @dag(
+        dag_id=dag_id,
+        schedule=None,
+        tags=["kappa", "replay", "manual", f"pipeline:{pipeline.name}"],
+        doc_md=__doc__,
+        **dag_arguments(SETTINGS),
+        params={
+            "pipeline": Param(pipeline.spec, type="string", description="the pipeline code to deploy"),
+            "confirm": Param(False, type="boolean", description="a replay streams the whole log again; confirm"),
+            "reason": Param("kappa replay", type="string", description="recorded with the generation and the swap"),
+        },
+    )
+    def kappa_replay():
+        @task(retries=0)
+        def confirm(*, params) -> str:
+            """A run without confirm=true is a deliberate no: it skips the replay and pages nobody."""
+            from airflow.sdk.exceptions import AirflowSkipException
 
-    @task
-    def build_generation(pipeline: str, *, params) -> dict:
-        """Stream a new generation from offset 0 (a retry resumes the interrupted build from its checkpoint)."""
-        from spark_apps.orchestration.tasks import run_kappa
+            if not params["confirm"]:
+                raise AirflowSkipException("a replay rebuilds every stream table from the whole log; trigger with "
+                                           "confirm=true")
+            return params["pipeline"]
 
-        return run_kappa("replay", "build", "--pipeline", pipeline, "--reason", params["reason"])
+        @task
+        def build_generation(code: str, *, params) -> dict:
+            """Stream a new generation from offset 0 (a retry resumes the interrupted build from its checkpoint)."""
+            from spark_apps.orchestration.tasks import run_kappa
 
-    @task
-    def reconcile_generation(built: dict, *, params, dag_run) -> dict:
-        """Prove the new generation; a rerun finds its reconciliation in the ledger by run id."""
-        from spark_apps.orchestration.tasks import audit_run_id, run_kappa
+            return run_kappa("replay", "build", "--pipeline", code, "--reason", params["reason"])
 
-        return run_kappa("replay", "reconcile", "--pipeline", params["pipeline"], "--generation", built["generation"],
-                         "--run-id", audit_run_id("kappa_replay", dag_run), expect_failure_exit=True)
+        @task
+        def reconcile_generation(built: dict, *, params, dag_run) -> dict:
+            """Prove the new generation; a rerun finds its reconciliation in the ledger by run id."""
+            from spark_apps.orchestration.tasks import audit_run_id, run_kappa
 
-    @task(retries=0, on_failure_callback=[])
-    def gate(outcome: dict) -> str:
-        """Fail the run when the new generation differs from the batch (the reconcile step already alerted)."""
-        from airflow.sdk.exceptions import AirflowFailException
+            return run_kappa("replay", "reconcile", "--pipeline", params["pipeline"], "--generation",
+                             built["generation"], "--run-id", audit_run_id(dag_id, dag_run), expect_failure_exit=True)
 
-        if not outcome["success"]:
-            failed = [t["table"] for t in outcome["tables"] if not t["success"]]
-            raise AirflowFailException(f"generation {outcome['generation']} is not served: reconciliation "
-                                       f"{outcome['run_id']} failed for {', '.join(failed)}; serving is unchanged; "
-                                       f"report {outcome['report']}")
-        return outcome["generation"]
+        @task(retries=0, on_failure_callback=[])
+        def gate(outcome: dict) -> str:
+            """Fail the run when the new generation differs from the batch (the reconcile step already alerted)."""
+            from airflow.sdk.exceptions import AirflowFailException
 
-    @task
-    def swap(generation: str, *, params) -> dict:
-        from spark_apps.orchestration.tasks import run_kappa
+            if not outcome["success"]:
+                failed = [t["table"] for t in outcome["tables"] if not t["success"]]
+                raise AirflowFailException(f"generation {outcome['generation']} is not served: reconciliation "
+                                           f"{outcome['run_id']} failed for {', '.join(failed)}; serving is unchanged; "
+                                           f"report {outcome['report']}")
+            return outcome["generation"]
 
-        return run_kappa("replay", "swap", "--pipeline", params["pipeline"], "--generation", generation,
-                         "--reason", params["reason"])
+        @task
+        def swap(generation: str, *, params) -> dict:
+            from spark_apps.orchestration.tasks import run_kappa
 
-    @task
-    def restart_stream(swapped: dict) -> str:
-        """The supervised stream (`KAPPA_PIPELINE`) keeps the active generation: one still running the old restarts."""
-        from spark_apps.core.settings import Settings
-        from spark_apps.ops.supervisor import start_stream, stop_stream
+            return run_kappa("replay", "swap", "--pipeline", params["pipeline"], "--generation", generation,
+                             "--reason", params["reason"])
 
-        settings = Settings.from_env()
-        restarted = stop_stream(settings, timeout_s=120)
-        if restarted:
-            start_stream(settings)
-        verdict = "restarted on it" if restarted else "not running under the supervisor; it starts on it when due"
-        return f"generation {swapped['active']} serves; the stream {verdict}"
+        @task
+        def restart_stream(swapped: dict) -> str:
+            """This pipeline's supervised stream keeps the active generation: one still running the old restarts."""
+            from spark_apps.core.settings import Settings
+            from spark_apps.ops.supervisor import start_stream, stop_stream
 
-    restart_stream(swap(gate(reconcile_generation(build_generation(confirm())))))
+            settings = Settings.from_env().with_overrides(pipeline=pipeline.spec)
+            restarted = stop_stream(settings, timeout_s=120)
+            if restarted:
+                start_stream(settings)
+            verdict = "restarted on it" if restarted else "not running under the supervisor; it starts on it when due"
+            return f"generation {swapped['active']} serves; the stream {verdict}"
+
+        restart_stream(swap(gate(reconcile_generation(build_generation(confirm())))))
+
+    return kappa_replay()
 
 
-kappa_replay()
+for _pipeline in orchestrated_pipelines(SETTINGS):
+    replay_dag(_pipeline)

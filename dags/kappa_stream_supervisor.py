@@ -1,5 +1,5 @@
 """
-### Stream supervision (every few minutes)
+### Stream supervision of one pipeline (every few minutes): `kappa_<pipeline>_stream_supervisor`
 
 Keeps the Kappa stream running and honest: starts `kappa stream --continuous` as its own process
 when it is not running, reads its heartbeat, and measures consumer lag as the log end offsets minus
@@ -18,36 +18,41 @@ import datetime as dt
 from airflow.sdk import dag, task
 
 from spark_apps.core.settings import Settings
+from spark_apps.orchestration.pipelines import OrchestratedPipeline, orchestrated_pipelines
 from spark_apps.orchestration.tasks import dag_arguments
 
 SETTINGS = Settings.from_env()
 
 
-@dag(
-    dag_id="kappa_stream_supervisor",
-    schedule=dt.timedelta(minutes=SETTINGS.supervise_every_min),
-    tags=["kappa", "stream", "supervision"],
-    doc_md=__doc__,
-    **dag_arguments(SETTINGS),
-)
-def kappa_stream_supervisor():
-    # A check that takes longer than its interval is hung: it fails (and the next run pages) instead of piling up.
-    @task(retries=0, on_failure_callback=[], execution_timeout=dt.timedelta(minutes=SETTINGS.supervise_every_min))
-    def supervise() -> dict:
-        """Start the stream if it is down; fail (after alerting, once per incident) when it is unhealthy."""
-        from dataclasses import asdict
+def supervisor_dag(pipeline: OrchestratedPipeline):
+    @dag(
+        dag_id=pipeline.dag_id("stream_supervisor"),
+        schedule=dt.timedelta(minutes=SETTINGS.supervise_every_min),
+        tags=["kappa", "stream", "supervision", f"pipeline:{pipeline.name}"],
+        doc_md=__doc__,
+        **dag_arguments(SETTINGS),
+    )
+    def kappa_stream_supervisor():
+        # A check that takes longer than its interval is hung: it fails (and the next run pages) instead of piling up.
+        @task(retries=0, on_failure_callback=[],
+              execution_timeout=dt.timedelta(minutes=SETTINGS.supervise_every_min))
+        def supervise() -> dict:
+            from dataclasses import asdict
 
-        from airflow.sdk.exceptions import AirflowFailException
+            from airflow.sdk.exceptions import AirflowFailException
 
-        from spark_apps.core.settings import Settings
-        from spark_apps.ops.supervisor import supervise as check
+            from spark_apps.core.settings import Settings
+            from spark_apps.ops.supervisor import supervise as check
 
-        health = check(Settings.from_env(), start=True)
-        if health.status not in ("ok", "started"):
-            raise AirflowFailException(f"stream {health.status}: {health.detail}")
-        return asdict(health)
+            health = check(Settings.from_env().with_overrides(pipeline=pipeline.spec), start=True)
+            if health.status not in ("ok", "started"):
+                raise AirflowFailException(f"stream {health.status}: {health.detail}")
+            return asdict(health)
 
-    supervise()
+        supervise()
+
+    return kappa_stream_supervisor()
 
 
-kappa_stream_supervisor()
+for _pipeline in orchestrated_pipelines(SETTINGS):
+    supervisor_dag(_pipeline)

@@ -1,7 +1,7 @@
 """One reconciliation as a use case: run the auditor, or reuse the run already in the ledger under that run id.
 
-A scheduler names its run (``kappa_reconcile.<logical date>``): a rerun of the same logical date, after a crash
-or a retry, finds the reconciliation in ``audit.reconciliation_ledger`` and reports it instead of recomputing.
+A scheduler names its run (``kappa_<pipeline>_reconcile.<logical date>``): a rerun of the same logical date, after
+a crash or a retry, finds the reconciliation in ``audit.reconciliation_ledger`` and reports it instead of recomputing.
 The CLI, the demo, the bench and a replay's reconciliation all go through :func:`reconcile_or_reuse`.
 """
 

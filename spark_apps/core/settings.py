@@ -357,7 +357,7 @@ FIELD_DOCS: dict[str, str] = {
     "alert_pagerduty_url": "PagerDuty Events API v2 endpoint.",
     "alert_timeout_s": "Timeout of one delivery to an alert sink, in seconds.",
     "alert_retries": "Retries of a failed delivery (connection error, 5xx, 429) per sink.",
-    "supervise_every_min": "How often the kappa_stream_supervisor DAG checks the stream, in minutes.",
+    "supervise_every_min": "How often the kappa_<pipeline>_stream_supervisor DAG checks the stream, in minutes.",
     "stream_stall_s": "The stream is stalled when it made no progress for this many seconds.",
     "max_lag_records": "The stream is lagging beyond this many records behind the log end (critical at ten times).",
     "crash_loop_restarts": "Restarts by the supervisor within KAPPA_CRASH_LOOP_WINDOW_S that make a crash loop "
@@ -371,12 +371,12 @@ FIELD_DOCS: dict[str, str] = {
                      "from the future: the supervisor raises an alert, the event stays in the tables.",
     "serving_exact_runs": "Consecutive exact reconciliations of distinct batches before a gold table serves kappa.",
     "serving_min_span_s": "Those runs must span at least this many seconds.",
-    "reconcile_schedule": "Schedule of the kappa_reconcile DAG.",
-    "reconcile_deadline_s": "A kappa_reconcile run not finished this many seconds after it was queued pages on-call "
-                            "(an Airflow Deadline Alert); the run goes on. 0: no deadline.",
-    "dbt_schedule": "Cron schedule (UTC) on which the kappa_dbt DAG runs besides every reconciliation.",
+    "reconcile_schedule": "Schedule of the kappa_<pipeline>_reconcile DAG.",
+    "reconcile_deadline_s": "A kappa_<pipeline>_reconcile run not finished this many seconds after it was queued pages "
+                            "on-call (an Airflow Deadline Alert); the run goes on. 0: no deadline.",
+    "dbt_schedule": "Cron schedule (UTC) on which the kappa_<pipeline>_dbt DAG runs besides every reconciliation.",
     "kappa_audit_every_s": "Once every gold table serves kappa, the batch audits only this often, in seconds.",
-    "maintenance_schedule": "Schedule of the kappa_maintenance DAG.",
+    "maintenance_schedule": "Schedule of the kappa_<pipeline>_maintenance DAG.",
     "vacuum_retention_hours": "VACUUM keeps files every version of this many hours needs; at least 168.",
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",
     "task_retry_delay_s": "Delay between Airflow task retries, in seconds.",

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
@@ -21,6 +22,7 @@ from spark_apps.core.settings import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
 EXIT_FAILED = 1
+PIPELINE_META = "kappa_pipeline"  # the dbt source meta key that names the pipeline whose serving views it reads
 
 
 class CommandFailed(PlatformError):
@@ -80,18 +82,37 @@ def serving_asset(pipeline: str, view: str):
     return Asset(name=view, uri=f"kappa://{pipeline}/{view}", group="kappa-serving")
 
 
-def dbt_source_views(settings) -> list[str]:
-    """The ``serving.*`` views the dbt project declares as sources: exactly what its DAG waits for."""
+@dataclass(frozen=True)
+class DbtSources:
+    """The dbt sources one pipeline's models read: their names (to select the models downstream of them) and the
+    ``serving.*`` views they declare (what the pipeline's dbt DAG waits for)."""
+
+    sources: tuple[str, ...]
+    views: tuple[str, ...]
+
+    @property
+    def selector(self) -> str:
+        """Every model, test and source downstream of this pipeline's sources, in dbt's selection syntax."""
+        return " ".join(f"source:{name}+" for name in self.sources)
+
+
+def dbt_sources(settings) -> dict[str, DbtSources]:
+    """Pipeline name -> the dbt sources in schema ``serving`` the project declares for it (``config.meta`` key
+    ``kappa_pipeline``; a source that names none belongs to the settings' pipeline)."""
     import yaml
 
-    views = []
+    found: dict[str, tuple[list[str], list[str]]] = {}
     for path in sorted((settings.dbt_project_dir / "models").rglob("*.yml")):
         for source in (yaml.safe_load(path.read_text()) or {}).get("sources", []):
-            schema = source.get("schema", source["name"])
-            views += [f"{schema}.{table['name']}" for table in source.get("tables", []) if schema == "serving"]
-    if not views:
+            if source.get("schema", source["name"]) != "serving":
+                continue
+            meta = {**(source.get("meta") or {}), **((source.get("config") or {}).get("meta") or {})}
+            names, views = found.setdefault(meta.get(PIPELINE_META) or settings.pipeline, ([], []))
+            names.append(source["name"])
+            views += [f"serving.{table['name']}" for table in source.get("tables", [])]
+    if not found:
         raise PlatformError(f"the dbt project {settings.dbt_project_dir} declares no source in schema serving")
-    return views
+    return {pipeline: DbtSources(tuple(names), tuple(views)) for pipeline, (names, views) in sorted(found.items())}
 
 
 def dag_arguments(settings) -> dict:

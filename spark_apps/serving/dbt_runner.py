@@ -159,10 +159,12 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
 
 def _views_first(settings: Settings, args: list[str]) -> DbtOutcome | None:
     """Staging views live in this session's catalog only (they are not Delta tables in the warehouse), so a
-    selective run creates them first; returns the failed outcome if that fails."""
+    selective run creates the views its selection reads (or holds) first; returns the failed outcome if that fails."""
     if args[0] not in {"build", "run", "test", "show"} or "--select" not in args:
         return None
-    views = _invoke(settings, ["run", "--select", "config.materialized:view"])
+    selection = args[args.index("--select") + 1].split()
+    upstream = [term if term.startswith(("+", "@")) else f"+{term}" for term in selection]
+    views = _invoke(settings, ["run", "--select", *(f"config.materialized:view,{term}" for term in upstream)])
     return None if views.success else views
 
 

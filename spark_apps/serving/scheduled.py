@@ -1,7 +1,7 @@
 """The scheduled reconciliation as one use case: if due, reconcile (or reuse the run), then advance serving.
 
-What ``kappa reconcile`` does, what the hourly ``kappa_reconcile`` DAG runs (through that command) and what the
-demo runs:
+What ``kappa reconcile`` does, what the hourly ``kappa_<pipeline>_reconcile`` DAG runs (through that command) and
+what the demo runs:
 
 1. a run id already in the ledger (an Airflow rerun of the same logical date) is reused, never recomputed, and
    never skipped: the rerun reports what the first attempt decided;

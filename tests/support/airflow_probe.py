@@ -48,7 +48,7 @@ def parse(dags_folder: str) -> dict:
         "connections": connections,
         "dags": {dag_id: {
             "tags": sorted(dag.tags), "doc_md": bool(dag.doc_md), "schedule": schedule_text(dag),
-            "fileloc": dag.fileloc,
+            "fileloc": dag.fileloc, "params": dict(dag.params.dump()),
             "deadlines": [{"reference": type(d.reference).__name__, "interval_s": d.interval.total_seconds(),
                            "callback": d.callback.path} for d in _deadlines(dag)],
             "topological": [t.task_id for t in dag.topological_sort()],

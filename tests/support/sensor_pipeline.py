@@ -1,8 +1,8 @@
 """A second pipeline, declared only in the test suite: temperature readings per device and hour.
 
 It shares nothing with the marketplace but the engine: its own schema (even its id, type and time
-fields have other names), topic, table prefix, keys and aggregation. The tests load it as a user
-would register one, by ``module:attribute``.
+fields have other names), topic, table prefix, keys and aggregation. The tests load it by
+``module:attribute``, or register it as ``sensors`` under the entry-point group (``registration.py``).
 """
 
 from __future__ import annotations

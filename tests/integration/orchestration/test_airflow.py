@@ -24,6 +24,7 @@ from spark_apps.services import airflow_standalone
 from spark_apps.services.airflow_env import airflow_environment
 from spark_apps.services.processes import free_port, group_members
 from spark_apps.serving import state as serving
+from tests.support.registration import register_sensor_pipeline
 from tests.support.sockets import listening_addresses
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
@@ -48,7 +49,9 @@ def served(kafka_broker, spark, settings, tmp_path_factory, webhook):
         reconcile_deadline_s=0)
     produce_hard_cases(stream_settings, total=400, seed=11)
     run_stream(spark, stream_settings)
-    env = {**stream_settings.as_env(), **airflow_environment(stream_settings)}
+    # A second pipeline is registered as an installed package would register it: every DAG run below sees both.
+    env = {**stream_settings.as_env(), **airflow_environment(stream_settings),
+           "PYTHONPATH": register_sensor_pipeline(home / "site-packages")}
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True,
                    cwd=PROJECT_ROOT)
     yield stream_settings, env
@@ -113,10 +116,10 @@ def first_dag_run(spark, served):
     """The first reconcile DAG run, killed (kill -9) in the middle of its recompute, then run again."""
     stream_settings, env = served
     logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    killed_mid_recompute(env, "kappa_reconcile", logical,
+    killed_mid_recompute(env, "kappa_marketplace_reconcile", logical,
                          table_path(stream_settings, "batch.events_raw") / "_delta_log" / f"{0:020d}.json")
     assert not (table_path(stream_settings, LEDGER_TABLE) / "_delta_log").exists(), "killed before the ledger"
-    return logical, dag_test(env, "kappa_reconcile", logical)
+    return logical, dag_test(env, "kappa_marketplace_reconcile", logical)
 
 
 def test_a_reconcile_run_killed_mid_way_and_rerun_writes_the_ledger_emits_assets_and_advances_serving_once(
@@ -125,7 +128,7 @@ def test_a_reconcile_run_killed_mid_way_and_rerun_writes_the_ledger_emits_assets
     logical, run = first_dag_run
     assert run["state"] == "success", run
     assert set(run["tasks"].values()) == {"success"}, run["tasks"]
-    run_id = f"kappa_reconcile.{logical:%Y%m%dT%H%M%SZ}"
+    run_id = f"kappa_marketplace_reconcile.{logical:%Y%m%dT%H%M%SZ}"
     assert ledger_runs(spark, stream_settings) == {run_id: True}
     decisions = serving.current(spark, stream_settings, PIPELINE.name)
     assert sorted(decisions) == sorted(GOLD)
@@ -146,7 +149,7 @@ def test_rerunning_the_same_logical_date_changes_no_table_ledger_or_serving_stat
     snapshot = table_path(stream_settings, "batch.order_status")
     before = (ledger_runs(spark, stream_settings), state_rows(spark, stream_settings),
               spark.sql(f"DESCRIBE HISTORY delta.`{snapshot}`").count())
-    rerun = dag_test(env, "kappa_reconcile", logical)
+    rerun = dag_test(env, "kappa_marketplace_reconcile", logical)
     assert rerun["state"] == "success", rerun
     after = (ledger_runs(spark, stream_settings), state_rows(spark, stream_settings),
              spark.sql(f"DESCRIBE HISTORY delta.`{snapshot}`").count())
@@ -198,7 +201,7 @@ def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconcili
     stream_settings, env = served
     decisions = serving.current(spark, stream_settings, PIPELINE.name)
     assert {d.mode for d in decisions.values()} == {serving.LAMBDA}, "the previous test left serving on the batch"
-    run = dag_test(env, "kappa_dbt", dt.datetime.now(dt.UTC).replace(microsecond=0))
+    run = dag_test(env, "kappa_marketplace_dbt", dt.datetime.now(dt.UTC).replace(microsecond=0))
     assert run["state"] == "success", run
     assert run["tasks"] == {"freshness": "success", "build": "success", "docs": "success", "verdict": "success"}
     funnel = read(spark, stream_settings, "marts.order_funnel")
@@ -211,7 +214,7 @@ def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconcili
 def replay_dag_test(env: dict, logical_date: dt.datetime, confirm: bool) -> dict[str, str]:
     """``dag.test()`` of the replay DAG with ``confirm``: each task's final state."""
     script = ("import datetime as dt, json, sys\nfrom airflow.dag_processing.dagbag import DagBag\n"
-              "run = DagBag(dag_folder=sys.argv[1]).get_dag('kappa_replay').test(\n"
+              "run = DagBag(dag_folder=sys.argv[1]).get_dag('kappa_marketplace_replay').test(\n"
               "    logical_date=dt.datetime.fromisoformat(sys.argv[2]), run_conf={'confirm': sys.argv[3] == 'yes'})\n"
               "print(json.dumps({ti.task_id: str(ti.state) for ti in run.get_task_instances()}))")
     done = subprocess.run([sys.executable, "-c", script, str(PROJECT_ROOT / "dags"), logical_date.isoformat(),
@@ -246,7 +249,7 @@ def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_i
     tasks = replay_dag_test(env, logical, True)
     assert set(tasks.values()) == {"success"} and len(tasks) == 6, tasks
     assert generations.active(spark, stream_settings, PIPELINE.name) == "g1"
-    run_id = f"kappa_replay.{logical:%Y%m%dT%H%M%SZ}"
+    run_id = f"kappa_marketplace_replay.{logical:%Y%m%dT%H%M%SZ}"
     snapshots = {r.table: r.snapshot_version for r in read(spark, stream_settings, LEDGER_TABLE)
                  .where(f"run_id = '{run_id}'").collect()}
     for table, decision in serving.current(spark, stream_settings, PIPELINE.name).items():
@@ -262,7 +265,8 @@ def reconcile_runs(env: dict) -> dict[str, str | None]:
     """run id -> state of every kappa_reconcile run in Airflow's metadata database."""
     db = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///")
     with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT run_id, state FROM dag_run WHERE dag_id = 'kappa_reconcile'").fetchall())
+        return dict(conn.execute("SELECT run_id, state FROM dag_run "
+                                 "WHERE dag_id = 'kappa_marketplace_reconcile'").fetchall())
 
 
 def airflow_cli(env: dict, *args: str) -> subprocess.CompletedProcess:
@@ -291,7 +295,7 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
         assert "password in " in started.stdout and "readable by you only" in started.stdout
         listening = listening_addresses(set(group_members(group)))
         assert len(listening) >= 2 and all(is_loopback(address) for address, _ in listening), listening
-        wait_for(lambda: airflow_cli(airflow_env, "dags", "unpause", "kappa_reconcile").returncode == 0,
+        wait_for(lambda: airflow_cli(airflow_env, "dags", "unpause", "kappa_marketplace_reconcile").returncode == 0,
                  "the DAG processor to parse the reconcile DAG", 300, every_s=5)
 
         def first_scheduled_run_done() -> tuple[str, str] | None:
@@ -304,10 +308,56 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
         assert run_id.startswith("scheduled__") and state == "success", \
             airflow_standalone.log_file(on_call).read_text()[-4000:]
         late = wait_for(lambda: [body for body in webhook.bodies("/hook") if body["dedup_key"] == "deadline:"
-                                 "kappa_reconcile" and body["details"]["run_id"] == run_id],
+                                 "kappa_marketplace_reconcile" and body["details"]["run_id"] == run_id],
                         "the triggerer to page the missed deadline", 120)
         assert late[0]["severity"] == "critical" and late[0]["runbook"].endswith("#audit-late")
     finally:
         stopped = subprocess.run([sys.executable, "-m", "spark_apps.cli", "airflow", "stop"], env=env,
                                  capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert stopped.stdout.strip() == "airflow stopped" and not group_members(group)
+
+
+def test_a_second_pipeline_runs_its_own_reconcile_dag_on_the_same_broker_and_warehouse(spark, served):
+    """The sensor pipeline, registered beside the marketplace, has DAGs of its own: its reconcile run audits its
+    tables exactly, decides its own serving and publishes its own Assets; nothing of the marketplace moves."""
+    from spark_apps.io.producer import make_producer
+    from spark_apps.io.topics import admin_client, ensure_topic
+    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.stream.job import StreamJob
+
+    stream_settings, env = served
+    sensors = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
+    marketplace_before = serving.current(spark, stream_settings, PIPELINE.name)
+    ledger_before = ledger_runs(spark, stream_settings)
+    events_before = len(asset_events(env))
+    ensure_topic(stream_settings, sensors.topic, 2)
+    try:
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        producer = make_producer(stream_settings)
+        for i in range(40):
+            reading = {"reading_id": f"s{i}", "kind": "reading", "schema_version": 1, "device_id": f"dev-{i % 3}",
+                       "measured_at": (now - dt.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                       "celsius_tenths": 200 + i}
+            producer.send(sensors.topic, key=reading["device_id"].encode(), value=json.dumps(reading).encode())
+        producer.flush()
+        producer.close()
+        StreamJob(spark, stream_settings, sensors).run(until_caught_up=True)
+
+        logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
+        run = dag_test(env, "kappa_sensors_reconcile", logical)
+        assert run["state"] == "success", run
+        run_id = f"kappa_sensors_reconcile.{logical:%Y%m%dT%H%M%SZ}"
+        rows = read(spark, stream_settings, LEDGER_TABLE).where(f"run_id = '{run_id}'").collect()
+        assert rows and {r.pipeline for r in rows} == {"sensors"} and all(r.success for r in rows)
+        assert {r.table for r in rows} >= {"gold.sensors_device_hourly", "silver.sensors_events"}
+        decisions = serving.current(spark, stream_settings, sensors.name)
+        assert sorted(decisions) == ["gold.sensors_device_hourly"]
+        assert decisions["gold.sensors_device_hourly"].run_id == run_id
+        new_events = asset_events(env)[events_before:]
+        assert [(name, extra["run_id"]) for name, extra in new_events] == [("serving.sensors_device_hourly", run_id)]
+
+        assert serving.current(spark, stream_settings, PIPELINE.name) == marketplace_before
+        assert {k: v for k, v in ledger_runs(spark, stream_settings).items() if k != run_id} == ledger_before
+    finally:
+        with admin_client(stream_settings) as admin:
+            admin.delete_topics([sensors.topic])

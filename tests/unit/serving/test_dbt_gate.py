@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spark_apps.core.settings import Settings
-from spark_apps.orchestration.tasks import dbt_source_views
+from spark_apps.orchestration.tasks import DbtSources, dbt_sources
 from spark_apps.serving.dbt_runner import refusals
 
 VIEWS = {"gold.merchant_revenue": "serving.merchant_revenue", "gold.order_status": "serving.order_status"}
@@ -55,5 +55,20 @@ def test_a_never_reconciled_table_is_refused():
 
 
 def test_the_dbt_dag_waits_for_exactly_the_serving_views_the_project_declares_as_sources():
-    assert dbt_source_views(Settings()) == ["serving.merchant_revenue", "serving.order_status",
-                                            "serving.customer_sessions"]
+    assert dbt_sources(Settings()) == {"marketplace": DbtSources(
+        ("serving",), ("serving.merchant_revenue", "serving.order_status", "serving.customer_sessions"))}
+
+
+def test_each_pipeline_gets_the_dbt_sources_that_name_it_and_selects_what_is_downstream_of_them(tmp_path):
+    models = tmp_path / "models"
+    (models / "a").mkdir(parents=True)
+    (models / "a" / "_sources.yml").write_text(
+        "version: 2\nsources:\n"
+        "  - name: sensors_serving\n    schema: serving\n    config: {meta: {kappa_pipeline: sensors}}\n"
+        "    tables: [{name: sensors_readings}]\n"
+        "  - name: raw\n    schema: bronze\n    tables: [{name: events_raw}]\n"
+        "  - name: serving\n    schema: serving\n    tables: [{name: order_status}]\n")
+    found = dbt_sources(Settings(dbt_project_dir=tmp_path, pipeline="marketplace"))
+    assert found == {"marketplace": DbtSources(("serving",), ("serving.order_status",)),
+                     "sensors": DbtSources(("sensors_serving",), ("serving.sensors_readings",))}
+    assert found["sensors"].selector == "source:sensors_serving+"
