@@ -63,7 +63,8 @@ def dag_test(env: dict, dag_id: str, logical_date: dt.datetime) -> dict:
     done = subprocess.run([sys.executable, str(PROBE), "test", str(PROJECT_ROOT / "dags"), dag_id,
                            logical_date.isoformat()], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # The task logs come last in a failed run's assertion message, so it says why.
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "log_tail": (done.stdout + done.stderr)[-4000:]}
 
 
 def asset_events(env: dict) -> list[tuple[str, dict]]:
@@ -75,7 +76,9 @@ def asset_events(env: dict) -> list[tuple[str, dict]]:
 
 
 def ledger_runs(spark, settings) -> dict[str, bool]:
-    rows = spark.read.format("delta").load(str(table_path(settings, LEDGER_TABLE))).collect()
+    """run id -> whether every table of it reconciled (nothing before the first run wrote the ledger)."""
+    path = table_path(settings, LEDGER_TABLE)
+    rows = spark.read.format("delta").load(str(path)).collect() if (path / "_delta_log").exists() else []
     runs: dict[str, bool] = {}
     for r in rows:
         runs[r.run_id] = runs.get(r.run_id, True) and r.success
@@ -317,19 +320,24 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
     assert stopped.stdout.strip() == "airflow stopped" and not group_members(group)
 
 
-def test_a_second_pipeline_runs_its_own_reconcile_dag_on_the_same_broker_and_warehouse(spark, served):
-    """The sensor pipeline, registered beside the marketplace, has DAGs of its own: its reconcile run audits its
-    tables exactly, decides its own serving and publishes its own Assets; nothing of the marketplace moves."""
+SENSORS = "tests.support.sensor_pipeline:PIPELINE"
+SENSOR_GOLD = "gold.sensors_device_hourly"
+
+
+@pytest.fixture(scope="module")
+def sensors_reconciled(spark, served):
+    """The sensor pipeline beside the marketplace, on the same broker and warehouse: 40 readings streamed, then
+    its own reconcile DAG run. Yields what the marketplace had before, to prove nothing of it moves."""
     from spark_apps.io.producer import make_producer
     from spark_apps.io.topics import admin_client, ensure_topic
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.stream.job import StreamJob
 
     stream_settings, env = served
-    sensors = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
-    marketplace_before = serving.current(spark, stream_settings, PIPELINE.name)
-    ledger_before = ledger_runs(spark, stream_settings)
-    events_before = len(asset_events(env))
+    sensors = load_pipeline(SENSORS)
+    before = {"serving": serving.current(spark, stream_settings, PIPELINE.name),
+              "ledger": ledger_runs(spark, stream_settings), "assets": len(asset_events(env)),
+              "generation": _active_generation(spark, stream_settings, PIPELINE.name)}
     ensure_topic(stream_settings, sensors.topic, 2)
     try:
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
@@ -342,22 +350,40 @@ def test_a_second_pipeline_runs_its_own_reconcile_dag_on_the_same_broker_and_war
         producer.flush()
         producer.close()
         StreamJob(spark, stream_settings, sensors).run(until_caught_up=True)
-
-        logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        run = dag_test(env, "kappa_sensors_reconcile", logical)
-        assert run["state"] == "success", run
-        run_id = f"kappa_sensors_reconcile.{logical:%Y%m%dT%H%M%SZ}"
-        rows = read(spark, stream_settings, LEDGER_TABLE).where(f"run_id = '{run_id}'").collect()
-        assert rows and {r.pipeline for r in rows} == {"sensors"} and all(r.success for r in rows)
-        assert {r.table for r in rows} >= {"gold.sensors_device_hourly", "silver.sensors_events"}
-        decisions = serving.current(spark, stream_settings, sensors.name)
-        assert sorted(decisions) == ["gold.sensors_device_hourly"]
-        assert decisions["gold.sensors_device_hourly"].run_id == run_id
-        new_events = asset_events(env)[events_before:]
-        assert [(name, extra["run_id"]) for name, extra in new_events] == [("serving.sensors_device_hourly", run_id)]
-
-        assert serving.current(spark, stream_settings, PIPELINE.name) == marketplace_before
-        assert {k: v for k, v in ledger_runs(spark, stream_settings).items() if k != run_id} == ledger_before
+        # The run audits the batches committed by its logical date; one a second ahead of now, so truncating the
+        # microseconds cannot put it before the stream's only commit.
+        logical = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=1)
+        yield sensors, dag_test(env, "kappa_sensors_reconcile", logical), logical, before
     finally:
         with admin_client(stream_settings) as admin:
             admin.delete_topics([sensors.topic])
+
+
+def _active_generation(spark, settings, pipeline: str) -> str:
+    from spark_apps.serving import generations
+
+    return generations.active(spark, settings, pipeline)
+
+
+def assert_marketplace_untouched(spark, settings, before: dict, sensor_runs: set[str]) -> None:
+    assert serving.current(spark, settings, PIPELINE.name) == before["serving"]
+    assert {k: v for k, v in ledger_runs(spark, settings).items() if k not in sensor_runs} == before["ledger"]
+    assert _active_generation(spark, settings, PIPELINE.name) == before["generation"]
+
+
+def test_a_second_pipeline_runs_its_own_reconcile_dag_on_the_same_broker_and_warehouse(
+        spark, served, sensors_reconciled):
+    """The sensor pipeline, registered beside the marketplace, has DAGs of its own: its reconcile run audits its
+    tables exactly, decides its own serving and publishes its own Assets; nothing of the marketplace moves."""
+    stream_settings, env = served
+    sensors, run, logical, before = sensors_reconciled
+    assert run["state"] == "success", run
+    run_id = f"kappa_sensors_reconcile.{logical:%Y%m%dT%H%M%SZ}"
+    rows = read(spark, stream_settings, LEDGER_TABLE).where(f"run_id = '{run_id}'").collect()
+    assert rows and {r.pipeline for r in rows} == {"sensors"} and all(r.success for r in rows)
+    assert {r.table for r in rows} >= {SENSOR_GOLD, "silver.sensors_events"}
+    decisions = serving.current(spark, stream_settings, sensors.name)
+    assert sorted(decisions) == [SENSOR_GOLD] and decisions[SENSOR_GOLD].run_id == run_id
+    new_events = asset_events(env)[before["assets"]:]
+    assert [(name, extra["run_id"]) for name, extra in new_events] == [("serving.sensors_device_hourly", run_id)]
+    assert_marketplace_untouched(spark, stream_settings, before, {run_id})
