@@ -24,7 +24,6 @@ from spark_apps.services import airflow_standalone
 from spark_apps.services.airflow_env import airflow_environment
 from spark_apps.services.processes import free_port, group_members
 from spark_apps.serving import state as serving
-from tests.support.registration import register_sensor_pipeline
 from tests.support.sockets import listening_addresses
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
@@ -49,9 +48,7 @@ def served(kafka_broker, spark, settings, tmp_path_factory, webhook):
         reconcile_deadline_s=0)
     produce_hard_cases(stream_settings, total=400, seed=11)
     run_stream(spark, stream_settings)
-    # A second pipeline is registered as an installed package would register it: every DAG run below sees both.
-    env = {**stream_settings.as_env(), **airflow_environment(stream_settings),
-           "PYTHONPATH": register_sensor_pipeline(home / "site-packages")}
+    env = {**stream_settings.as_env(), **airflow_environment(stream_settings)}
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True,
                    cwd=PROJECT_ROOT)
     yield stream_settings, env
@@ -318,72 +315,3 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
         stopped = subprocess.run([sys.executable, "-m", "spark_apps.cli", "airflow", "stop"], env=env,
                                  capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert stopped.stdout.strip() == "airflow stopped" and not group_members(group)
-
-
-SENSORS = "tests.support.sensor_pipeline:PIPELINE"
-SENSOR_GOLD = "gold.sensors_device_hourly"
-
-
-@pytest.fixture(scope="module")
-def sensors_reconciled(spark, served):
-    """The sensor pipeline beside the marketplace, on the same broker and warehouse: 40 readings streamed, then
-    its own reconcile DAG run. Yields what the marketplace had before, to prove nothing of it moves."""
-    from spark_apps.io.producer import make_producer
-    from spark_apps.io.topics import admin_client, ensure_topic
-    from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.stream.job import StreamJob
-
-    stream_settings, env = served
-    sensors = load_pipeline(SENSORS)
-    before = {"serving": serving.current(spark, stream_settings, PIPELINE.name),
-              "ledger": ledger_runs(spark, stream_settings), "assets": len(asset_events(env)),
-              "generation": _active_generation(spark, stream_settings, PIPELINE.name)}
-    ensure_topic(stream_settings, sensors.topic, 2)
-    try:
-        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-        producer = make_producer(stream_settings)
-        for i in range(40):
-            reading = {"reading_id": f"s{i}", "kind": "reading", "schema_version": 1, "device_id": f"dev-{i % 3}",
-                       "measured_at": (now - dt.timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-                       "celsius_tenths": 200 + i}
-            producer.send(sensors.topic, key=reading["device_id"].encode(), value=json.dumps(reading).encode())
-        producer.flush()
-        producer.close()
-        StreamJob(spark, stream_settings, sensors).run(until_caught_up=True)
-        # The run audits the batches committed by its logical date; one a second ahead of now, so truncating the
-        # microseconds cannot put it before the stream's only commit.
-        logical = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=1)
-        yield sensors, dag_test(env, "kappa_sensors_reconcile", logical), logical, before
-    finally:
-        with admin_client(stream_settings) as admin:
-            admin.delete_topics([sensors.topic])
-
-
-def _active_generation(spark, settings, pipeline: str) -> str:
-    from spark_apps.serving import generations
-
-    return generations.active(spark, settings, pipeline)
-
-
-def assert_marketplace_untouched(spark, settings, before: dict, sensor_runs: set[str]) -> None:
-    assert serving.current(spark, settings, PIPELINE.name) == before["serving"]
-    assert {k: v for k, v in ledger_runs(spark, settings).items() if k not in sensor_runs} == before["ledger"]
-    assert _active_generation(spark, settings, PIPELINE.name) == before["generation"]
-
-
-def test_a_second_pipeline_runs_its_own_reconcile_dag_on_the_same_broker_and_warehouse(
-        spark, served, sensors_reconciled):
-    """The sensor pipeline, registered beside the marketplace, has DAGs of its own: its reconcile run audits its
-    tables exactly, decides its own serving and publishes its own Assets; nothing of the marketplace moves."""
-    stream_settings, env = served
-    sensors, run, logical, before = sensors_reconciled
-    assert run["state"] == "success", run
-    run_id = f"kappa_sensors_reconcile.{logical:%Y%m%dT%H%M%SZ}"
-    rows = read(spark, stream_settings, LEDGER_TABLE).where(f"run_id = '{run_id}'").collect()
-    assert rows and {r.pipeline for r in rows} == {"sensors"} and all(r.success for r in rows)
-    assert {r.table for r in rows} >= {SENSOR_GOLD, "silver.sensors_events"}
-    decisions = serving.current(spark, stream_settings, sensors.name)
-    assert sorted(decisions) == [SENSOR_GOLD] and decisions[SENSOR_GOLD].run_id == run_id
-    new_events = asset_events(env)[before["assets"]:]
-    assert [(name, extra["run_id"]) for name, extra in new_events] == [("serving.sensors_device_hourly", run_id)]
-    assert_marketplace_untouched(spark, stream_settings, before, {run_id})
