@@ -31,6 +31,7 @@ def maintenance_dag(pipeline: OrchestratedPipeline):
     def kappa_maintenance():
         @task
         def maintain() -> None:
+            """OPTIMIZE and VACUUM every table, then the checkpoint and log-retention checks."""
             from spark_apps.orchestration.tasks import run_kappa_plain
 
             run_kappa_plain("maintain", "--pipeline", pipeline.spec)

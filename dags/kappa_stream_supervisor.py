@@ -37,6 +37,7 @@ def supervisor_dag(pipeline: OrchestratedPipeline):
         @task(retries=0, on_failure_callback=[],
               execution_timeout=dt.timedelta(minutes=SETTINGS.supervise_every_min))
         def supervise() -> dict:
+            """Start the stream if it is down; fail (after alerting, once per incident) when it is unhealthy."""
             from dataclasses import asdict
 
             from airflow.sdk.exceptions import AirflowFailException
