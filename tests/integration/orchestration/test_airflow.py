@@ -73,9 +73,7 @@ def asset_events(env: dict) -> list[tuple[str, dict]]:
 
 
 def ledger_runs(spark, settings) -> dict[str, bool]:
-    """run id -> whether every table of it reconciled (nothing before the first run wrote the ledger)."""
-    path = table_path(settings, LEDGER_TABLE)
-    rows = spark.read.format("delta").load(str(path)).collect() if (path / "_delta_log").exists() else []
+    rows = spark.read.format("delta").load(str(table_path(settings, LEDGER_TABLE))).collect()
     runs: dict[str, bool] = {}
     for r in rows:
         runs[r.run_id] = runs.get(r.run_id, True) and r.success
