@@ -25,7 +25,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.services.airflow_env import ADMIN_USER, airflow_environment
-from spark_apps.services.processes import cmdline, group_members, port_in_use
+from spark_apps.services.processes import cmdline, group_members, groups_of_tree, port_in_use
 
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
@@ -178,16 +178,21 @@ def running_group(settings: Settings) -> int | None:
 
 
 def stop(settings: Settings) -> bool:
-    """Stop every process of the group (SIGTERM, then SIGKILL after a timeout). True if it was running."""
+    """Stop every process of the group and of the task groups under it (SIGTERM, then SIGKILL after a timeout):
+    a running task's `kappa reconcile` and its JVM end with Airflow instead of writing on after `make down`.
+    True if it was running."""
     group = running_group(settings)
     if group is None:
         return False
+    # Read before any signal: a task whose supervisor ends first is re-parented and no longer found under it.
+    groups = groups_of_tree(group)
     for sig, patience in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 10.0)):
-        try:
-            os.killpg(group, sig)
-        except ProcessLookupError:
-            break
-        if poll(lambda: not group_members(group), patience, every_s=0.2):
+        for member_group in groups:
+            try:
+                os.killpg(member_group, sig)
+            except ProcessLookupError:
+                pass
+        if poll(lambda: not any(group_members(g) for g in groups), patience, every_s=0.2):
             break
     pid_file(settings).unlink(missing_ok=True)
     return True

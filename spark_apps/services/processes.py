@@ -55,14 +55,38 @@ def runs_with_argument(pid: int, argument: str) -> bool:
     return argument in cmdline(pid)
 
 
-def group_members(group: int) -> list[int]:
-    """Live (not zombie) processes of a process group."""
-    members = []
+def _process_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, process group, session) of every live (not zombie) process."""
+    table = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(") ", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if fields[0] != "Z" and int(fields[2]) == group:
-            members.append(int(stat.parent.name))
-    return members
+        if fields[0] != "Z":
+            table[int(stat.parent.name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+def group_members(group: int) -> list[int]:
+    """Live (not zombie) processes of a process group."""
+    return [pid for pid, (_, pgid, _) in _process_table().items() if pgid == group]
+
+
+def groups_of_tree(group: int) -> set[int]:
+    """``group`` and the process groups of every descendant of its members that stayed in their session.
+
+    A service that runs work in process groups of its own (Airflow runs each task in one, and the task's children,
+    such as `kappa reconcile` and its JVM, inherit it) is stopped only when those groups are signalled too. A
+    descendant that started a session of its own (a detached daemon, like the supervised stream) is left alone."""
+    table = _process_table()
+    sessions = {sid for _, pgid, sid in table.values() if pgid == group}
+    tree = {pid for pid, (_, pgid, _) in table.items() if pgid == group}
+    frontier = list(tree)
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, (ppid, _, sid) in table.items()
+                    if ppid == parent and pid not in tree and sid in sessions]
+        tree.update(children)
+        frontier.extend(children)
+    return {group} | {table[pid][1] for pid in tree}

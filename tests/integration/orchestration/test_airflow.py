@@ -22,9 +22,9 @@ from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.services import airflow_standalone
 from spark_apps.services.airflow_env import airflow_environment
-from spark_apps.services.processes import free_port, group_members
+from spark_apps.services.processes import cmdline, free_port, group_members, process_alive
 from spark_apps.serving import state as serving
-from tests.support.sockets import listening_addresses
+from tests.support.sockets import listening_addresses, process_tree
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
@@ -309,7 +309,20 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
                                  "kappa_marketplace_reconcile" and body["details"]["run_id"] == run_id],
                         "the triggerer to page the missed deadline", 120)
         assert late[0]["severity"] == "critical" and late[0]["runbook"].endswith("#audit-late")
+        # The next scheduled run follows at once; its task runs `kappa reconcile` in a process group of its own.
+        reconciling = wait_for(lambda: running_reconciles(group), "the next run's `kappa reconcile`", 300)
     finally:
         stopped = subprocess.run([sys.executable, "-m", "spark_apps.cli", "airflow", "stop"], env=env,
                                  capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120)
     assert stopped.stdout.strip() == "airflow stopped" and not group_members(group)
+    assert not [pid for pid in reconciling if process_alive(pid)], "a task's `kappa reconcile` outlived Airflow"
+
+
+def running_reconciles(group: int) -> set[int]:
+    """The `kappa reconcile` processes (and their JVMs) under Airflow's processes."""
+    found = set()
+    for member in group_members(group):
+        for pid in process_tree(member):
+            if any("spark_apps.cli" in arg for arg in cmdline(pid)) and "reconcile" in cmdline(pid):
+                found |= process_tree(pid)
+    return found
