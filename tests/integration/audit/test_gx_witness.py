@@ -53,7 +53,7 @@ def test_gx_passes_a_stream_table_equal_to_its_snapshot_in_another_row_order(spa
     outcome = validator.validate(spark, "gold.witness", spark.createDataFrame(SNAPSHOT[::-1], SCHEMA),
                                  spark.createDataFrame(SNAPSHOT, SCHEMA), ("order_id",))
     assert outcome.success and outcome.stream_equals_batch
-    assert len([e for e in outcome.expectations if e.compares_with_batch]) == 4
+    assert len([e for e in outcome.expectations if e.compares_with_batch]) == 1
 
 
 def test_a_key_with_several_rows_is_compared_as_the_set_of_its_rows(spark, validator):
@@ -66,4 +66,5 @@ def test_a_key_with_several_rows_is_compared_as_the_set_of_its_rows(spark, valid
     other = validator.validate(spark, "gold.witness", spark.createDataFrame([*doubled[:-1], (3, "lost", 1)], SCHEMA),
                                spark.createDataFrame(doubled, SCHEMA), ("order_id",))
     assert not other.stream_equals_batch
-    assert "kind=rows_differ, order_id=3" in [s for e in other.expectations if not e.success for s in e.samples]
+    samples = [s for e in other.expectations if not e.success for s in e.samples]
+    assert any(s.startswith("kind=rows_differ, order_id=3,") for s in samples), samples
