@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,8 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA
 
 log = logging.getLogger(__name__)
+# A selection term's graph operators: ``+`` with an optional depth on either side, or a leading ``@``.
+GRAPH_OPERATORS = re.compile(r"^(\d*\+|@)|\+\d*$")
 FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 # `kappa dbt <action>`: the dbt commands the platform runs.
 COMMANDS = {"build": ["build"], "run": ["run"], "test": ["test"], "freshness": ["source", "freshness"],
@@ -162,10 +165,17 @@ def _views_first(settings: Settings, args: list[str]) -> DbtOutcome | None:
     selective run creates the views its selection reads (or holds) first; returns the failed outcome if that fails."""
     if args[0] not in {"build", "run", "test", "show"} or "--select" not in args:
         return None
-    selection = args[args.index("--select") + 1].split()
-    upstream = [term if term.startswith(("+", "@")) else f"+{term}" for term in selection]
-    views = _invoke(settings, ["run", "--select", *(f"config.materialized:view,{term}" for term in upstream)])
+    views = _invoke(settings, ["run", "--select", *view_selection(args[args.index("--select") + 1].split())])
     return None if views.success else views
+
+
+def view_selection(selection: list[str]) -> list[str]:
+    """The views a selection may read, in dbt's selection syntax: per term, the views among its node, its
+    descendants and every ancestor of those (``@``), whatever graph operators the term had (``+m``, ``m+``,
+    ``2+m+1``), and for each part of an intersection. It may select a few views more than needed, never fewer: a
+    model downstream of a source can read a view that is not."""
+    return [f"config.materialized:view,@{GRAPH_OPERATORS.sub('', part)}"
+            for term in selection for part in term.split(",")]
 
 
 def _invoke(settings: Settings, args: list[str]) -> DbtOutcome:
