@@ -209,10 +209,11 @@ class Validator:
         return outcome
 
     def publish(self) -> str:
-        """Render this run's validation pages and the index, once; fill each outcome's page URL and return the
-        index's."""
-        self.context.build_data_docs(site_names=[DOCS_SITE],
-                                     resource_identifiers=[identifier for identifier, _ in self._validated])
+        """Render this run's validation pages, the pages of their suites (each validation page links to its suite)
+        and the index, once; fill each outcome's page URL and return the index's."""
+        validations = [identifier for identifier, _ in self._validated]
+        suites = list(dict.fromkeys(identifier.expectation_suite_identifier for identifier in validations))
+        self.context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=[*validations, *suites])
         for identifier, outcome in self._validated:
             urls = self.context.get_docs_sites_urls(resource_identifier=identifier, site_name=DOCS_SITE)
             outcome.result_url = (urls[0].get("site_url") or "") if urls else ""

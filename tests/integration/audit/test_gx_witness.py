@@ -45,8 +45,11 @@ def test_gx_alone_fails_each_kind_of_corruption_and_names_the_key_in_its_result_
     assert not outcome.success and not outcome.stream_equals_batch
     failing = [e for e in outcome.expectations if e.compares_with_batch and not e.success]
     assert any(named in sample for e in failing for sample in e.samples), [e.samples for e in failing]
-    validator.publish()
+    index = validator.publish()
     assert named in docs_page(outcome.result_url), "the Data Docs page of the validation lists the key"
+    suite_pages = Path(urlparse(index).path).parent / "expectations"
+    assert [page for page in suite_pages.rglob("*.html") if "witness.gold.witness" in docs_page(page.as_uri())], \
+        "the suite the validation page links to has its page"
 
 
 def test_gx_passes_a_stream_table_equal_to_its_snapshot_in_another_row_order(spark, validator):
