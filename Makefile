@@ -11,6 +11,9 @@ KAFKA_JARS_STAMP := $(VAR)/jars/kafka/.fetched
 MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
+# The suite waits on JVM starts, Airflow and a single-threaded Spark driver more than on the CPU: on 2 cores,
+# two workers took 31 min where one took 58 (tests/conftest.py says how the work is split).
+TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: help install jars up airflow down demo test chaos bench lint docs clean tools cluster-up cluster-down cluster-test
@@ -84,7 +87,7 @@ demo: install jars
 	@$(KAPPA) demo
 
 test: install jars
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 chaos: install jars
 	@$(KAPPA) chaos
