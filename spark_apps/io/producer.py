@@ -303,13 +303,15 @@ def json_lines(text: str, schema: EventSchema, name: str = "events") -> list[Fil
 
 
 def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:
-    """One event per row under a header row; typed by the schema's field kinds, sent as compact JSON."""
+    """One event per row under a header row; typed by the schema's field kinds, sent as compact JSON. A file
+    without an event type or version column gets the pipeline's only one (``implied_fields``)."""
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if not header or not any(column.strip() for column in header):
         raise PlatformError(f"{name}: no header row; a CSV file of events starts with the field names")
     header = [column.strip() for column in header]
     _check_header(header, name)
+    implied = implied_fields(schema, header)
     records = []
     for row in reader:
         if not any(cell.strip() for cell in row):
@@ -317,11 +319,22 @@ def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileR
         if len(row) != len(header):
             raise PlatformError(f"{name} line {reader.line_num}: {len(row)} values under a header of "
                                 f"{len(header)} fields")
-        event = {column: _typed(schema, column, cell, name, reader.line_num)
-                 for column, cell in zip(header, row, strict=True) if cell != ""}
+        event = {**implied, **{column: _typed(schema, column, cell, name, reader.line_num)
+                               for column, cell in zip(header, row, strict=True) if cell != ""}}
         value = "{" + ",".join(f"{json.dumps(column)}:{_json_literal(v)}" for column, v in event.items()) + "}"
         records.append(FileRecord(reader.line_num, schema.key_of(event), value.encode()))
     return records
+
+
+def implied_fields(schema: EventSchema, header: Sequence[str]) -> dict[str, Any]:
+    """The event type and schema version a CSV file may leave out, because the pipeline allows only one.
+
+    A file someone already has rarely carries either column; with one event type and one version there is
+    nothing to choose, so every row gets them. With several, the rows must say which, or the parser sends them
+    to the dead letters as it would any producer's (``missing_field:<column>``)."""
+    return {column: allowed[0]
+            for column, allowed in ((schema.type_field, schema.event_types), (schema.version_field, schema.versions))
+            if column not in header and len(allowed) == 1}
 
 
 def _check_header(header: Sequence[str], name: str) -> None:

@@ -50,9 +50,27 @@ def test_csv_cells_of_doubles_decimals_booleans_and_epoch_timestamps_become_thei
                        "t1,north,3.25,12.50,TRUE,2026-11-21,1795289000000\n", TRIPS)
     value = records[0].value.decode()
     assert '"fare":12.50' in value, "a decimal keeps every digit it was written with"
-    assert json.loads(value) == {"trip_id": "t1", "zone": "north", "distance_km": 3.25, "fare": 12.5, "shared": True,
-                                 "service_day": "2026-11-21", "dropped_off_ms": 1795289000000}
+    assert json.loads(value) == {"record_type": "trip", "schema_version": 1, "trip_id": "t1", "zone": "north",
+                                 "distance_km": 3.25, "fare": 12.5, "shared": True, "service_day": "2026-11-21",
+                                 "dropped_off_ms": 1795289000000}
     assert records[0].key == b"north"
+
+
+def test_a_csv_without_type_or_version_columns_gets_the_pipelines_only_type_and_version():
+    records = csv_rows("reading_id,measured_at,device_id,celsius_tenths\nr1,2026-11-21T19:22:03Z,d7,215\n", SENSORS)
+    assert json.loads(records[0].value) == {"kind": "reading", "schema_version": 1, "reading_id": "r1",
+                                            "measured_at": "2026-11-21T19:22:03Z", "device_id": "d7",
+                                            "celsius_tenths": 215}
+
+
+def test_a_csv_column_wins_over_the_implied_value_so_a_wrong_type_still_reaches_the_dead_letters():
+    records = csv_rows("reading_id,kind,measured_at,device_id\nr1,alarm,2026-11-21T19:22:03Z,d7\n", SENSORS)
+    assert json.loads(records[0].value)["kind"] == "alarm"
+
+
+def test_a_csv_without_a_type_column_is_sent_as_it_is_when_the_pipeline_has_several_types():
+    records = csv_rows("event_id,event_time,schema_version\ne1,2026-11-21T19:22:03Z,1\n", SCHEMA)
+    assert "event_type" not in json.loads(records[0].value), "the parser names it: missing_field:event_type"
 
 
 @pytest.mark.parametrize(("cell", "message"), [
