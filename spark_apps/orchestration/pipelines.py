@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from spark_apps.core.errors import PlatformError
 from spark_apps.pipeline.declaration import registered_pipelines
 
 
@@ -32,7 +33,10 @@ def orchestrated_pipelines(settings) -> list[OrchestratedPipeline]:
     spec = settings.pipeline
     if spec not in found:
         name = dag_name(spec.partition(":")[0].rpartition(".")[2])
-        found.setdefault(name, OrchestratedPipeline(name, spec))
+        if name in found:
+            raise PlatformError(f"KAPPA_PIPELINE={spec} would get the DAGs of the registered pipeline {name!r}; "
+                                f"register it under a name of its own, or rename its module")
+        found[name] = OrchestratedPipeline(name, spec)
     return sorted(found.values())
 
 
