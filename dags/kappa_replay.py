@@ -47,13 +47,16 @@ def replay_dag(pipeline: OrchestratedPipeline):
     def kappa_replay():
         @task(retries=0)
         def confirm(*, params) -> str:
-            """A run without confirm=true is a deliberate no: it skips the replay and pages nobody."""
+            """A run without confirm=true is a deliberate no: it skips the replay and pages nobody. The code to
+            deploy must be this pipeline's."""
             from airflow.sdk.exceptions import AirflowSkipException
+
+            from spark_apps.orchestration.tasks import replay_code
 
             if not params["confirm"]:
                 raise AirflowSkipException("a replay rebuilds every stream table from the whole log; trigger with "
                                            "confirm=true")
-            return params["pipeline"]
+            return replay_code(pipeline.spec, params["pipeline"])
 
         @task
         def build_generation(code: str, *, params) -> dict:
