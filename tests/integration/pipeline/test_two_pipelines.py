@@ -1,0 +1,184 @@
+"""Two pipelines on one platform: the marketplace and the tests' sensor pipeline (another schema, topic, table
+prefix and keys) share one broker, one warehouse, one ledger, one serving state and one alert outbox.
+
+Each goes the whole way: produce, stream (the first round as two `kappa stream` processes at the same time), K
+exact audits, cutover to the stream, a replay into a new generation that is swapped in, and an injected mismatch
+that falls back to the batch and pages on-call. At every step the other pipeline's tables, ledger rows, serving
+decisions, generations and alerts stay its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+from pyspark.sql import functions as F
+
+from spark_apps.alerts.dispatch import recent_alerts
+from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.io.catalog import table_path
+from spark_apps.io.producer import make_producer
+from spark_apps.io.topics import admin_client, ensure_topic
+from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
+from spark_apps.ops.status import pipeline_status, render
+from spark_apps.pipeline.declaration import load_pipeline
+from spark_apps.serving import generations, replay
+from spark_apps.serving import state as serving
+from spark_apps.serving.scheduled import reconcile
+from spark_apps.stream.job import StreamJob
+from tests.support.streams import fresh_stream_settings, produce_hard_cases
+
+pytestmark = pytest.mark.integration
+
+SENSORS_SPEC = "tests.support.sensor_pipeline:PIPELINE"
+SENSORS = load_pipeline(SENSORS_SPEC)
+SPECS = {MARKETPLACE.name: MARKETPLACE.name, SENSORS.name: SENSORS_SPEC}
+PIPELINES = {MARKETPLACE.name: MARKETPLACE, SENSORS.name: SENSORS}
+EXACT_RUNS = 2
+
+
+def produce_readings(settings, first: int, count: int) -> None:
+    """``count`` on-time readings of three devices, ids from ``first`` on."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    producer = make_producer(settings)
+    for i in range(first, first + count):
+        reading = {"reading_id": f"s{i}", "kind": "reading", "schema_version": 1, "device_id": f"dev-{i % 3}",
+                   "measured_at": (now - dt.timedelta(seconds=i % 50)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "celsius_tenths": 150 + i % 90}
+        producer.send(SENSORS.topic, key=reading["device_id"].encode(), value=json.dumps(reading).encode())
+    producer.flush()
+    producer.close()
+
+
+def produce_round(settings, round_: int) -> None:
+    produce_hard_cases(settings, total=120, seed=40 + round_)
+    produce_readings(settings, first=round_ * 30, count=30)
+
+
+def gold_tables(spark, settings, name: str) -> list[str]:
+    """The gold tables of the pipeline's active generation."""
+    pipeline = PIPELINES[name]
+    active = generations.active(spark, settings, name)
+    return [pipeline.tables(active).gold(g.name) for g in pipeline.gold_tables]
+
+
+def served_tables(name: str) -> list[str]:
+    """The gold tables as serving names them, whichever generation's copy a view reads."""
+    pipeline = PIPELINES[name]
+    return sorted(pipeline.tables().gold(g.name) for g in pipeline.gold_tables)
+
+
+def snapshot(spark, settings, name: str) -> dict:
+    """What of one pipeline another pipeline's step must leave alone."""
+    from spark_apps.audit.ledger import LEDGER_TABLE
+
+    ledger = table_path(settings, LEDGER_TABLE)
+    runs = spark.read.format("delta").load(str(ledger)).where(f"pipeline = '{name}'").select(
+        "run_id", "table", "success").collect() if (ledger / "_delta_log").exists() else []
+    return {"serving": serving.current(spark, settings, name),
+            "generation": generations.active(spark, settings, name),
+            "ledger": sorted(tuple(r) for r in runs),
+            "gold": {t: spark.read.format("delta").load(str(table_path(settings, t))).count()
+                     for t in gold_tables(spark, settings, name)}}
+
+
+def reconcile_pages(spark, settings) -> list[tuple[str, str]]:
+    """(severity, dedup key) of every reconciliation alert recorded so far, newest first."""
+    return [(a["severity"], a["dedup_key"]) for a in recent_alerts(spark, settings, 1000)
+            if a["dedup_key"].startswith("reconcile:")]
+
+
+@pytest.fixture(scope="module")
+def platform(kafka_broker, spark, settings, tmp_path_factory):
+    home = tmp_path_factory.mktemp("two-pipelines")
+    topic = f"test.two.{uuid.uuid4().hex[:8]}"
+    local = fresh_stream_settings(settings, home, topic, max_offsets=100_000).with_overrides(
+        serving_exact_runs=EXACT_RUNS, serving_min_span_s=0, alerts_outbox=home / "alerts" / "outbox.jsonl")
+    ensure_topic(local, SENSORS.topic, 2)
+    yield local
+    with admin_client(settings) as admin:
+        admin.delete_topics([topic, SENSORS.topic])
+
+
+def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_touching_each_other(spark, platform):
+    local = platform
+    produce_round(local, 0)
+    streams = [subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--pipeline", spec],
+                                env=local.as_env(), cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for spec in SPECS.values()]
+    for stream in streams:
+        out, err = stream.communicate(timeout=900)
+        assert stream.returncode == 0, f"{out}\n{err}"
+    assert sorted(p.name for p in local.checkpoint_root.iterdir() if p.is_dir()) == ["marketplace", "sensors_sensors"]
+
+    for round_ in range(EXACT_RUNS):
+        if round_:
+            produce_round(local, round_)
+            for name in SPECS:
+                StreamJob(spark, local, PIPELINES[name]).run(until_caught_up=True)
+        for name, spec in SPECS.items():
+            other = next(n for n in SPECS if n != name)
+            before = snapshot(spark, local, other)
+            outcome = reconcile(spark, local, spec, run_id=f"{name}.round{round_}")
+            assert outcome.reconciliation.success, outcome.reconciliation.lines
+            assert snapshot(spark, local, other) == before, f"{name}'s audit moved {other}"
+
+    for name in SPECS:
+        decisions = serving.current(spark, local, name)
+        assert sorted(decisions) == served_tables(name)
+        assert {d.mode for d in decisions.values()} == {serving.KAPPA}, decisions
+        assert {d.run_id for d in decisions.values()} == {f"{name}.round{EXACT_RUNS - 1}"}
+    statuses = [pipeline_status(spark, local, PIPELINES[name]) for name in SPECS]
+    assert {(s.pipeline, s.last_audit.run_id, s.last_audit.success) for s in statuses} == {
+        (name, f"{name}.round{EXACT_RUNS - 1}", True) for name in SPECS}
+    screen = render(statuses, dt.datetime.now())
+    for name, pipeline in PIPELINES.items():
+        gold = len(pipeline.gold_tables)
+        assert any(line.startswith(name) and f"{gold} of {gold} from the stream" in line
+                   for line in screen.splitlines()), screen
+
+    for name, spec in SPECS.items():
+        other = next(n for n in SPECS if n != name)
+        before = snapshot(spark, local, other)
+        base = generations.active(spark, local, name)
+        outcome = replay.run_action(spark, local, PIPELINES[name], spec, "start", swap_after=True,
+                                    reason="test: a new generation")
+        assert outcome.swapped and not outcome.failed, outcome.status_lines()
+        assert generations.active(spark, local, name) == outcome.generation != base
+        served = serving.current(spark, local, name)
+        assert sorted(served) == served_tables(name)
+        assert all(d.source_table.endswith(f"__{outcome.generation}") for d in served.values()), served
+        assert snapshot(spark, local, other) == before, f"{name}'s replay moved {other}"
+
+    produce_round(local, EXACT_RUNS)
+    for name in SPECS:
+        StreamJob(spark, local, PIPELINES[name], generations.active(spark, local, name)).run(until_caught_up=True)
+    assert not reconcile_pages(spark, local), "nothing paged while both pipelines were exact"
+    # Per pipeline: the gold table to corrupt, the change, and the key column whose least value picks the rows.
+    corruptions = {SENSORS.name: ("device_hourly", "readings = readings + 1", "device_id"),
+                   MARKETPLACE.name: ("order_status", "status = 'corrupted'", "order_id")}
+    for name, (gold, change, key) in corruptions.items():
+        other = next(n for n in SPECS if n != name)
+        before, pages_before = snapshot(spark, local, other), reconcile_pages(spark, local)
+        table = PIPELINES[name].tables().gold(gold)
+        path = table_path(local, PIPELINES[name].tables(generations.active(spark, local, name)).gold(gold))
+        least = spark.read.format("delta").load(str(path)).agg(F.min(key)).first()[0]
+        spark.sql(f"UPDATE delta.`{path}` SET {change} WHERE {key} = '{least}'")
+        failed = reconcile(spark, local, SPECS[name], run_id=f"{name}.corrupted")
+        assert not failed.reconciliation.success
+        decision = serving.current(spark, local, name)[table]
+        assert (decision.mode, decision.previous_mode) == (serving.LAMBDA, serving.KAPPA)
+        pages = reconcile_pages(spark, local)
+        new = pages[:len(pages) - len(pages_before)]
+        assert ("critical", f"reconcile:{name}:{table}") in new, new
+        assert all(dedup.startswith(f"reconcile:{name}:") for _, dedup in new), new
+        assert snapshot(spark, local, other) == before, f"{name}'s failed audit moved {other}"
+
+    screen = render([pipeline_status(spark, local, p) for p in PIPELINES.values()], dt.datetime.now())
+    for name, (gold, _, _) in corruptions.items():
+        line = next(line for line in screen.splitlines() if line.startswith(name))
+        assert "FAILED" in line and gold in line, screen
