@@ -13,7 +13,7 @@ Each step is a child `kappa dbt ...` process on the platform's own Spark session
 
 1. `freshness`: `dbt source freshness` on the serving views (a stale source pages as a warning);
 2. `build`: `dbt build`, the staging views, the Delta marts, their data tests and unit tests;
-3. `docs`: `dbt docs generate --static` (a single HTML file under `var/dbt/target`);
+3. `docs`: `dbt docs generate --static` (a single HTML file under `var/dbt/target/<pipeline>`);
 4. `verdict`: fails the run when a step failed or was refused, without a second page.
 
 dbt refuses to start while a gold table was never reconciled, or while its view still reads the

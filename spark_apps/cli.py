@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.paths import dbt_docs_index, heartbeat_path
+from spark_apps.core.paths import dbt_docs_index, dbt_log, heartbeat_path
 from spark_apps.core.settings import Settings
 
 EXIT_USAGE = 2
@@ -317,8 +317,9 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
 
     spec = args.pipeline or settings.pipeline
     spark = _spark(settings, "dbt", spec)
+    pipeline = load_pipeline(spec)
     try:
-        outcome = run_action(spark, settings, load_pipeline(spec), args.action, args.select)
+        outcome = run_action(spark, settings, pipeline, args.action, args.select)
     except DbtRefused as refused:
         _write_json(args.json, {"command": " ".join(command_args(args.action, args.select)), "success": False,
                                 "refused": str(refused)})
@@ -328,11 +329,11 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts().items()))
     print(f"dbt {outcome.command}: {'ok' if outcome.success else 'FAILED'} ({counts or 'nothing ran'})")
     if args.action == "docs" and outcome.success:
-        print(f"dbt docs: {dbt_docs_index(settings)}")
+        print(f"dbt docs: {dbt_docs_index(settings, pipeline.name)}")
     _write_json(args.json, outcome.as_json())
     if not outcome.success:
-        print(f"kappa dbt: {len(outcome.failed)} failed; on-call has been alerted; log {settings.dbt_log_dir}",
-              file=sys.stderr)
+        print(f"kappa dbt: {len(outcome.failed)} failed; on-call has been alerted; "
+              f"log {dbt_log(settings, pipeline.name)}", file=sys.stderr)
         return EXIT_FAILED
     return 0
 

@@ -109,6 +109,6 @@ def run_demo(settings: Settings) -> int:
     report = write_report(settings, run.run)  # again, now that it can link the dbt docs
     print(f"\nreconciliation report: {report}")
     if documented.success:
-        print(f"dbt docs (linked from the report): {dbt_docs_index(settings)}")
+        print(f"dbt docs (linked from the report): {dbt_docs_index(settings, pipeline.name)}")
     print(f"\nThe broker keeps running (make down stops it). Warehouse: {settings.warehouse_dir}")
     return 0 if run.success and built.success else 1

@@ -91,7 +91,7 @@ def write_report(settings: Settings, run: AuditRun) -> Path:
     path = report_path(settings, run.pipeline, run.run_id)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    dbt_docs = dbt_docs_index(settings)
+    dbt_docs = dbt_docs_index(settings, run.pipeline)
     path.write_text(render(run, dbt_docs if dbt_docs.exists() else None))
     shutil.copyfile(path, latest_report_path(settings, run.pipeline))
     return path

@@ -32,6 +32,17 @@ def latest_report_path(settings: Settings, pipeline: str) -> Path:
     return settings.reports_dir / "reconciliation" / f"{pipeline}-latest.html"
 
 
-def dbt_docs_index(settings: Settings) -> Path:
-    """The single-file dbt docs site ``kappa dbt docs`` writes (``dbt docs generate --static``)."""
-    return settings.dbt_target_dir / "static_index.html"
+def dbt_target(settings: Settings, pipeline: str) -> Path:
+    """dbt's artifacts for one pipeline's runs: each pipeline's dbt DAG runs beside the others, and two dbt runs
+    sharing a target folder overwrite each other's run results, manifest and partial parse."""
+    return settings.dbt_target_dir / pipeline
+
+
+def dbt_log(settings: Settings, pipeline: str) -> Path:
+    """The folder of one pipeline's dbt log (``dbt.log``)."""
+    return settings.dbt_log_dir / pipeline
+
+
+def dbt_docs_index(settings: Settings, pipeline: str) -> Path:
+    """The single-file dbt docs site ``kappa dbt docs`` writes for a pipeline (``dbt docs generate --static``)."""
+    return dbt_target(settings, pipeline) / "static_index.html"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.audit.ledger import latest_runs
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.paths import dbt_log, dbt_target
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state as serving
@@ -150,7 +151,7 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
         log.info("dbt %s over %s", command, ", ".join(f"{v} <- {s}" for v, s in served.items()))
     # Every command sees the views as the serving state says: `docs generate` introspects them too.
     serving.register_views(spark, settings)
-    outcome = _views_first(settings, list(args)) or _invoke(settings, list(args))
+    outcome = _views_first(settings, pipeline, list(args)) or _invoke(settings, pipeline, list(args))
     outcome.served = served
     if not outcome.success:
         failed = outcome.failed
@@ -160,12 +161,12 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
     return outcome
 
 
-def _views_first(settings: Settings, args: list[str]) -> DbtOutcome | None:
+def _views_first(settings: Settings, pipeline: Pipeline, args: list[str]) -> DbtOutcome | None:
     """Staging views live in this session's catalog only (they are not Delta tables in the warehouse), so a
     selective run creates the views its selection reads (or holds) first; returns the failed outcome if that fails."""
     if args[0] not in {"build", "run", "test", "show"} or "--select" not in args:
         return None
-    views = _invoke(settings, ["run", "--select", *view_selection(args[args.index("--select") + 1].split())])
+    views = _invoke(settings, pipeline, ["run", "--select", *view_selection(args[args.index("--select") + 1].split())])
     return None if views.success else views
 
 
@@ -178,20 +179,21 @@ def view_selection(selection: list[str]) -> list[str]:
             for term in selection for part in term.split(",")]
 
 
-def _invoke(settings: Settings, args: list[str]) -> DbtOutcome:
+def _invoke(settings: Settings, pipeline: Pipeline, args: list[str]) -> DbtOutcome:
     from dbt.cli.main import dbtRunner
 
-    settings.dbt_target_dir.mkdir(parents=True, exist_ok=True)
-    settings.dbt_log_dir.mkdir(parents=True, exist_ok=True)
+    target, logs = dbt_target(settings, pipeline.name), dbt_log(settings, pipeline.name)
+    target.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(parents=True, exist_ok=True)
     project = str(settings.dbt_project_dir)
     full = [*args, "--project-dir", project, "--profiles-dir", project,
-            "--target-path", str(settings.dbt_target_dir), "--log-path", str(settings.dbt_log_dir)]
+            "--target-path", str(target), "--log-path", str(logs)]
     with _environment(settings):
         result = dbtRunner().invoke(full)
     nodes = [_node(r) for r in getattr(result.result, "results", None) or []]
     error = "" if result.exception is None else f"{type(result.exception).__name__}: {result.exception}"
     return DbtOutcome(command=" ".join(args), success=bool(result.success), results=nodes, error=error,
-                      target_dir=str(settings.dbt_target_dir))
+                      target_dir=str(target))
 
 
 def _node(result) -> NodeResult:
@@ -222,7 +224,7 @@ def _alert(spark, settings: Settings, pipeline: Pipeline, severity: str, summary
            details: dict) -> None:
     raise_alert(spark, settings, Alert(
         severity=severity, summary=summary, source=f"dbt ({pipeline.name})", dedup_key=f"dbt:{pipeline.name}",
-        details={**details, "error": error, "dbt_log": str(settings.dbt_log_dir / "dbt.log")},
+        details={**details, "error": error, "dbt_log": str(dbt_log(settings, pipeline.name) / "dbt.log")},
         runbook=runbook("dbt-failed")))
 
 

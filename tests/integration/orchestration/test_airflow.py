@@ -16,6 +16,7 @@ import pytest
 
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.cli import main
+from spark_apps.core.paths import dbt_docs_index
 from spark_apps.core.settings import PROJECT_ROOT, is_loopback
 from spark_apps.core.waiting import wait_for
 from spark_apps.io.catalog import table_path
@@ -206,7 +207,7 @@ def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconcili
     assert {r.served_from for r in funnel.select("served_from").distinct().collect()} == {
         serving.served_from(decisions["gold.order_status"])}
     assert funnel.count() > 0
-    assert (stream_settings.dbt_target_dir / "static_index.html").exists()
+    assert dbt_docs_index(stream_settings, PIPELINE.name).exists()
 
 
 def replay_dag_test(env: dict, logical_date: dt.datetime, confirm: bool) -> dict[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from spark_apps.core.paths import dbt_target
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.serving import state as serving
@@ -46,6 +47,15 @@ def test_dbt_build_passes_models_data_tests_and_unit_tests_over_reconciled_table
     assert built.served == {"serving.customer_sessions": "batch.customer_sessions@v0",
                             "serving.merchant_revenue": "batch.merchant_revenue@v0",
                             "serving.order_status": "batch.order_status@v0"}
+
+
+def test_a_pipelines_dbt_artifacts_and_log_live_in_folders_of_its_own(reconciled, built):
+    """Each pipeline's dbt DAG runs beside the others: a shared target folder would mix their run results."""
+    settings, _ = reconciled
+    assert built.target_dir == str(settings.dbt_target_dir / PIPELINE.name)
+    assert (dbt_target(settings, PIPELINE.name) / "run_results.json").exists()
+    assert (settings.dbt_log_dir / PIPELINE.name / "dbt.log").exists()
+    assert sorted(p.name for p in settings.dbt_target_dir.iterdir()) == [PIPELINE.name]
 
 
 def test_marts_are_delta_tables_in_the_warehouse_that_say_which_copy_they_read(spark, reconciled, built):
@@ -102,4 +112,4 @@ def test_a_negative_net_slipped_into_serving_fails_a_dbt_test_and_pages_on_call(
 def test_dbt_refuses_to_read_tables_no_reconciliation_has_decided(spark, isolated_home):
     with pytest.raises(DbtRefused, match="serving.merchant_revenue: no reconciliation has decided what it serves"):
         run_dbt(spark, isolated_home, PIPELINE, COMMANDS["build"])
-    assert not (isolated_home.dbt_target_dir / "run_results.json").exists(), "dbt did not start"
+    assert not (dbt_target(isolated_home, PIPELINE.name) / "run_results.json").exists(), "dbt did not start"
