@@ -6,7 +6,8 @@ into a new generation (`gold.<table>__g<n>`, its own checkpoint) while the curre
 streaming and serving, prove it, then swap. Trigger it with `confirm` set to true and `pipeline` set
 to the code to deploy (an entry point name or `module:attribute`):
 
-1. `build_generation`: `kappa replay build` streams the new generation until caught up with the log;
+1. `build_generation`: `kappa replay build` streams the new generation until caught up with the log
+   (code that declares another pipeline than this DAG's is refused first);
 2. `reconcile_generation`: `kappa replay reconcile` recomputes the batch with the same new code and
    compares every table exactly (a failure alerts, runbook `replay-failed`);
 3. `gate`: ends the run failed if the reconciliation was not exact; serving is then untouched;
@@ -47,23 +48,22 @@ def replay_dag(pipeline: OrchestratedPipeline):
     def kappa_replay():
         @task(retries=0)
         def confirm(*, params) -> str:
-            """A run without confirm=true is a deliberate no: it skips the replay and pages nobody. The code to
-            deploy must be this pipeline's."""
+            """A run without confirm=true is a deliberate no: it skips the replay and pages nobody."""
             from airflow.sdk.exceptions import AirflowSkipException
-
-            from spark_apps.orchestration.tasks import replay_code
 
             if not params["confirm"]:
                 raise AirflowSkipException("a replay rebuilds every stream table from the whole log; trigger with "
                                            "confirm=true")
-            return replay_code(pipeline.spec, params["pipeline"])
+            return params["pipeline"]
 
         @task
         def build_generation(code: str, *, params) -> dict:
-            """Stream a new generation from offset 0 (a retry resumes the interrupted build from its checkpoint)."""
+            """Stream a new generation from offset 0 (a retry resumes the interrupted build from its checkpoint);
+            code that declares another pipeline than this DAG's is refused before anything is built."""
             from spark_apps.orchestration.tasks import run_kappa
 
-            return run_kappa("replay", "build", "--pipeline", code, "--reason", params["reason"])
+            return run_kappa("replay", "build", "--pipeline", code, "--replay-of", pipeline.spec,
+                             "--reason", params["reason"])
 
         @task
         def reconcile_generation(built: dict, *, params, dag_run) -> dict:

@@ -231,6 +231,8 @@ def _replay(args: argparse.Namespace, settings: Settings) -> int:
 
     spec = args.pipeline or settings.pipeline
     pipeline = load_pipeline(spec)
+    if args.replay_of:
+        replay.check_code_is_of(pipeline, spec, load_pipeline(args.replay_of))
     if args.generation:
         generations.check_name(args.generation)
     if args.swap and args.action != "start":
@@ -524,6 +526,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("--reason", help="why (recorded); required by rollback")
     replay_cmd.add_argument("--run-id", type=_run_id, help="name the reconciliation; one in the ledger is reused")
     replay_cmd.add_argument("--swap", action="store_true", help="start: swap serving when the reconciliation is exact")
+    replay_cmd.add_argument("--replay-of", metavar="PIPELINE",
+                            help="refuse --pipeline code that declares another pipeline than this one (the replay "
+                                 "DAG passes its own)")
     replay_cmd.add_argument("--json", help="also write the outcome as JSON to this file")
     replay_cmd.set_defaults(handler=_replay)
 

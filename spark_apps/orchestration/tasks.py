@@ -40,18 +40,6 @@ def as_of(dag_run):
     return dag_run.data_interval_end or dag_run.logical_date or dag_run.run_after
 
 
-def replay_code(dag_spec: str, code: str) -> str:
-    """The code a replay DAG run deploys, refused when it declares another pipeline than the DAG's own: that would
-    build another pipeline's generation while this DAG restarts this pipeline's stream."""
-    from spark_apps.pipeline.declaration import load_pipeline
-
-    deployed, own = load_pipeline(code).name, load_pipeline(dag_spec).name
-    if deployed != own:
-        raise PlatformError(f"pipeline={code} is the code of pipeline {deployed!r}, not of {own!r}, whose DAG this "
-                            f"is; trigger the replay DAG of {deployed!r}")
-    return code
-
-
 def run_kappa(*args: str, expect_failure_exit: bool = False) -> dict:
     """Run ``kappa <args> --json <file>`` in a child process and return what it wrote.
 

@@ -117,6 +117,14 @@ class ReplayOutcome:
 
 # ---- pure ------------------------------------------------------------------------------------------------------
 
+def check_code_is_of(code: Pipeline, spec: str, own: Pipeline) -> None:
+    """Refuse to deploy ``code`` (given as ``spec``) in the replay of another pipeline than ``own``: the replay
+    DAG of one pipeline would build another's generation and then restart its own stream."""
+    if code.name != own.name:
+        raise ReplayRefused(f"--pipeline {spec} is the code of pipeline {code.name!r}, not of {own.name!r}, whose "
+                            f"replay this is; run the replay of {code.name!r}")
+
+
 def replay_run_id(generation: str, now: dt.datetime) -> str:
     return f"{REPLAY_RUN_PREFIX}{generation}.{now:%Y%m%dT%H%M%S%fZ}"
 
