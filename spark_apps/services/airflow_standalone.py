@@ -187,7 +187,8 @@ def stop(settings: Settings) -> bool:
     # Read before any signal: a task whose supervisor ends first is re-parented and no longer found under it.
     groups = groups_of_tree(group)
     for sig, patience in ((signal.SIGTERM, STOP_TIMEOUT_S), (signal.SIGKILL, 10.0)):
-        for member_group in groups:
+        # Only groups with members left: an emptied group's id may already lead someone else's new session.
+        for member_group in [g for g in groups if group_members(g)]:
             try:
                 os.killpg(member_group, sig)
             except ProcessLookupError:
