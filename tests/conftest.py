@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
 from pathlib import Path
@@ -10,11 +11,13 @@ import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.processes import free_port
+from tests.support.work_units import HEAVIEST_FIRST, work_unit
 
 # An xdist worker's __main__ (execnet's) has neither __spec__ nor __file__. pyspark.sql.connect, which Great
 # Expectations imports, takes that for a doctest run and calls sys.exit(0) when Spark Connect's extras are missing.
 _main = sys.modules["__main__"]
-if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+if os.environ.get("PYTEST_XDIST_WORKER") and getattr(_main, "__spec__", None) is None \
+        and not hasattr(_main, "__file__"):
     _main.__file__ = "<pytest-xdist worker>"
 
 
@@ -55,7 +58,8 @@ def spark(settings: Settings):
 @pytest.fixture
 def make_topic(kafka_broker, settings: Settings):
     """Creates correctly configured topics for one test, ``make_topic(name, partitions)``, and deletes them after."""
-    from spark_apps.io.topics import admin_client, ensure_topic
+    from spark_apps.io.topics import ensure_topic
+    from tests.support.topics import delete_topics
 
     created: list[str] = []
 
@@ -66,8 +70,7 @@ def make_topic(kafka_broker, settings: Settings):
 
     yield make
     if created:
-        with admin_client(settings) as admin:
-            admin.delete_topics(created)
+        delete_topics(settings, created)
 
 
 @pytest.fixture
@@ -81,36 +84,6 @@ def isolated_home(tmp_path: Path, settings: Settings) -> Settings:
     """Settings whose warehouse and checkpoints live in this test's own folder."""
     return settings.with_overrides(warehouse_dir=tmp_path / "warehouse", checkpoint_root=tmp_path / "checkpoints")
 
-
-
-# `make test` runs two pytest-xdist workers. A work unit is a whole module, so a module's fixtures are built
-# once; the modules that read the session's crashed-and-restarted stream (the `restarted_stream` fixture) share
-# one unit, so one worker builds it (tests/unit/test_work_units.py keeps the list whole). The heaviest units go
-# first, so that both workers finish at about the same time.
-SHARED_STREAM = "the shared restarted stream"
-SHARED_STREAM_MODULES = frozenset({
-    "tests/integration/stream/test_stream.py",
-    "tests/integration/audit/test_reconcile.py",
-    "tests/integration/ops/test_status_command.py",
-    "tests/integration/serving/test_dbt.py",
-})
-HEAVIEST_FIRST = (
-    "tests/integration/orchestration/test_airflow.py",
-    SHARED_STREAM,
-    "tests/integration/lab/test_chaos.py",
-    "tests/integration/pipeline/test_two_pipelines.py",
-    "tests/integration/pipeline/test_pipelines.py",
-    "tests/integration/serving/test_replay.py",
-    "tests/integration/pipeline/test_walkthrough.py",
-    "tests/integration/stream/test_stream_cli.py",
-    "tests/integration/ops/test_supervised_stream.py",
-    "tests/integration/stream/test_full_disk.py",
-)
-
-
-def work_unit(nodeid: str) -> str:
-    module = nodeid.split("::", 1)[0]
-    return SHARED_STREAM if module in SHARED_STREAM_MODULES else module
 
 
 @pytest.hookimpl(optionalhook=True)

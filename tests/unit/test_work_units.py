@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from spark_apps.core.settings import PROJECT_ROOT
-from tests.conftest import HEAVIEST_FIRST, SHARED_STREAM, SHARED_STREAM_MODULES, work_unit
+from tests.support.work_units import HEAVIEST_FIRST, SHARED_STREAM, SHARED_STREAM_MODULES, work_unit
 
 
 def reads_the_shared_stream(source: str) -> bool:

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import uuid
 
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from spark_apps.alerts.dispatch import recent_alerts
 from spark_apps.core.settings import PROJECT_ROOT
 from spark_apps.io.catalog import table_path
 from spark_apps.io.producer import make_producer
-from spark_apps.io.topics import admin_client, ensure_topic
+from spark_apps.io.topics import ensure_topic
 from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
 from spark_apps.ops.status import pipeline_status, render
 from spark_apps.pipeline.declaration import load_pipeline
@@ -31,6 +33,7 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.stream.job import StreamJob
 from tests.support.streams import fresh_stream_settings, produce_hard_cases
+from tests.support.topics import delete_topics
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +76,8 @@ def served_tables(name: str) -> list[str]:
 
 
 def snapshot(spark, settings, name: str) -> dict:
-    """What of one pipeline another pipeline's step must leave alone."""
+    """What of one pipeline another pipeline's step must leave alone: serving, generation, ledger rows, and the
+    version of each gold table (a write that keeps the row count still makes a version)."""
     from spark_apps.audit.ledger import LEDGER_TABLE
 
     ledger = table_path(settings, LEDGER_TABLE)
@@ -82,8 +86,8 @@ def snapshot(spark, settings, name: str) -> dict:
     return {"serving": serving.current(spark, settings, name),
             "generation": generations.active(spark, settings, name),
             "ledger": sorted(tuple(r) for r in runs),
-            "gold": {t: spark.read.format("delta").load(str(table_path(settings, t))).count()
-                     for t in gold_tables(spark, settings, name)}}
+            "versions": {t: DeltaTable.forPath(spark, str(table_path(settings, t))).history(1).first().version
+                         for t in gold_tables(spark, settings, name)}}
 
 
 def reconcile_pages(spark, settings) -> list[tuple[str, str]]:
@@ -100,19 +104,26 @@ def platform(kafka_broker, spark, settings, tmp_path_factory):
         serving_exact_runs=EXACT_RUNS, serving_min_span_s=0, alerts_outbox=home / "alerts" / "outbox.jsonl")
     ensure_topic(local, SENSORS.topic, 2)
     yield local
-    with admin_client(settings) as admin:
-        admin.delete_topics([topic, SENSORS.topic])
+    delete_topics(settings, [topic, SENSORS.topic])
 
 
-def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_touching_each_other(spark, platform):
+def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_touching_each_other(
+        spark, platform, tmp_path):
     local = platform
     produce_round(local, 0)
-    streams = [subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--pipeline", spec],
-                                env=local.as_env(), cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for spec in SPECS.values()]
-    for stream in streams:
-        out, err = stream.communicate(timeout=900)
-        assert stream.returncode == 0, f"{out}\n{err}"
+    logs = {name: tmp_path / f"{name}-stream.log" for name in SPECS}
+    streams = {name: subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--pipeline", spec],
+                                      env={**os.environ, **local.as_env()}, cwd=PROJECT_ROOT,
+                                      stdout=logs[name].open("w"), stderr=subprocess.STDOUT)
+               for name, spec in SPECS.items()}
+    try:
+        for name, stream in streams.items():
+            assert stream.wait(timeout=900) == 0, logs[name].read_text()[-3000:]
+    finally:
+        for stream in streams.values():
+            if stream.poll() is None:
+                stream.kill()
+                stream.wait()
     assert sorted(p.name for p in local.checkpoint_root.iterdir() if p.is_dir()) == ["marketplace", "sensors_sensors"]
 
     for round_ in range(EXACT_RUNS):

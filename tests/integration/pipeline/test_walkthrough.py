@@ -19,11 +19,13 @@ import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT
 from spark_apps.io.catalog import table_path
+from tests.support.topics import delete_topics, list_topics
 
 pytestmark = pytest.mark.integration
 
 DOC = PROJECT_ROOT / "docs" / "pipelines.md"
 SECTION = "## From a file of your own to an exact reconciliation"
+WALKTHROUGH_TOPIC = "readings"
 FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -61,6 +63,8 @@ def test_the_walkthrough_has_files_and_commands_in_order():
     assert [b.file for b in found if b.file] == ["readings.csv", "my_readings.py"]
     commands = [line for b in found if b.language == "bash" for line in b.text.splitlines()]
     assert commands[0].startswith("kappa schema") and commands[-1].startswith("kappa reconcile")
+    assert any(line.startswith(f"kappa topic --name {WALKTHROUGH_TOPIC} ") for line in commands), \
+        "the test deletes the topic the reader creates"
 
 
 def test_following_the_walkthrough_literally_reconciles_a_users_csv_exactly(
@@ -72,15 +76,19 @@ def test_following_the_walkthrough_literally_reconciles_a_users_csv_exactly(
     env = {**os.environ, **local.as_env(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("KAPPA_PIPELINE", None)
     outputs = []
-    for block in blocks(section):
-        if block.file:
-            (folder / block.file).write_text(block.text)
-            continue
-        assert block.language == "bash", f"a block the test cannot follow: {block.language}"
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, f"{block.text}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
-        outputs.append(done.stdout)
+    try:
+        for block in blocks(section):
+            if block.file:
+                (folder / block.file).write_text(block.text)
+                continue
+            assert block.language == "bash", f"a block the test cannot follow: {block.language}"
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=folder, env=env,
+                                  capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, f"{block.text}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
+            outputs.append(done.stdout)
+    finally:
+        if WALKTHROUGH_TOPIC in list_topics(local):
+            delete_topics(local, [WALKTHROUGH_TOPIC])
 
     verdicts = [line for line in outputs[-1].splitlines() if " MATCH" in line or "MISMATCH" in line]
     assert verdicts and not any("MISMATCH" in line for line in verdicts), outputs[-1]
