@@ -20,7 +20,6 @@ import pytest
 from spark_apps.audit.recompute import stream_tables
 from spark_apps.audit.run import audit
 from spark_apps.io.catalog import table_path
-from spark_apps.io.producer import make_producer
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS, SESSION_GAP_S
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
@@ -28,6 +27,7 @@ from spark_apps.pipeline.lateness import HIGH_WATER_MARK, Lateness, LatenessRule
 from spark_apps.stream.job import StreamFailed, StreamJob
 from spark_apps.transforms.events import lateness_flag
 from tests.support.expected import UTC, as_utc
+from tests.support.records import iso, send, sensor_reading
 
 pytestmark = pytest.mark.integration
 
@@ -41,25 +41,10 @@ def now_ms() -> dt.datetime:
     return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
-def iso(moment: dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def marketplace_event(event_type: str, order_id: str, at: dt.datetime, amount: int, customer: str = "c1") -> dict:
     return {"event_id": f"{event_type}-{order_id}", "event_type": event_type, "event_time": iso(at),
             "schema_version": 1, "order_id": order_id, "customer_id": customer, "merchant_id": "m1",
             "amount_cents": amount, "currency": "EUR", **DETAILS[event_type]}
-
-
-def send(settings, topic: str, records: list[tuple[str, bytes]]) -> None:
-    """Append (key, value) records in this order (one partition keeps it)."""
-    producer = make_producer(settings)
-    try:
-        for key, value in records:
-            producer.send(topic, key=key.encode(), value=value)
-        producer.flush()
-    finally:
-        producer.close()
 
 
 def stream_settings(make_topic, settings, tmp_path, topic: str, partitions: int, **overrides):
@@ -208,11 +193,6 @@ def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconci
     assert gold == {"north": (2, 1, Decimal("19.55"), 11.75, drop_off),
                     "south": (2, 1, Decimal("1235.09"), 52.0, drop_off)}
     assert [(bytes(r.value), r.reason) for r in read(tables.dead_letters)] == [(too_precise, "wrong_type:fare")]
-
-
-def sensor_reading(reading_id: str, at: dt.datetime, device: str = "dev-h") -> tuple[str, bytes]:
-    return device, json.dumps({"reading_id": reading_id, "kind": "reading", "measured_at": iso(at),
-                               "schema_version": 1, "device_id": device, "celsius_tenths": 200}).encode()
 
 
 def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in_stream_and_batch(

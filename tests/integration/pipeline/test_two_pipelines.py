@@ -10,7 +10,6 @@ decisions, generations and alerts stay its own.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import subprocess
 import sys
@@ -23,7 +22,6 @@ from pyspark.sql import functions as F
 from spark_apps.alerts.dispatch import recent_alerts
 from spark_apps.core.settings import PROJECT_ROOT
 from spark_apps.io.catalog import table_path
-from spark_apps.io.producer import make_producer
 from spark_apps.io.topics import ensure_topic
 from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
 from spark_apps.ops.status import pipeline_status, render
@@ -32,6 +30,7 @@ from spark_apps.serving import generations, replay
 from spark_apps.serving import state as serving
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.stream.job import StreamJob
+from tests.support.records import send, sensor_reading
 from tests.support.streams import fresh_stream_settings, produce_hard_cases
 from tests.support.topics import delete_topics
 
@@ -44,22 +43,12 @@ PIPELINES = {MARKETPLACE.name: MARKETPLACE, SENSORS.name: SENSORS}
 EXACT_RUNS = 2
 
 
-def produce_readings(settings, first: int, count: int) -> None:
-    """``count`` on-time readings of three devices, ids from ``first`` on."""
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    producer = make_producer(settings)
-    for i in range(first, first + count):
-        reading = {"reading_id": f"s{i}", "kind": "reading", "schema_version": 1, "device_id": f"dev-{i % 3}",
-                   "measured_at": (now - dt.timedelta(seconds=i % 50)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                   "celsius_tenths": 150 + i % 90}
-        producer.send(SENSORS.topic, key=reading["device_id"].encode(), value=json.dumps(reading).encode())
-    producer.flush()
-    producer.close()
-
-
 def produce_round(settings, round_: int) -> None:
+    """120 marketplace events and 30 on-time readings of three devices, new ids each round."""
     produce_hard_cases(settings, total=120, seed=40 + round_)
-    produce_readings(settings, first=round_ * 30, count=30)
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    send(settings, SENSORS.topic, [sensor_reading(f"s{i}", now - dt.timedelta(seconds=i % 50), f"dev-{i % 3}")
+                                   for i in range(round_ * 30, round_ * 30 + 30)])
 
 
 def gold_tables(spark, settings, name: str) -> list[str]:
