@@ -28,6 +28,8 @@ from delta.exceptions import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.io.key_sets import KeySet
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONFLICT_RETRIES = 3
@@ -57,8 +59,8 @@ def idempotent_append(df: DataFrame, path: str, app_id: str, batch_id: int) -> N
      .save(path))
 
 
-def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute_keys: tuple[str, ...],
-                      affected: DataFrame, recomputed: DataFrame, app_id: str, batch_id: int) -> None:
+def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected: KeySet, recomputed: DataFrame,
+                      app_id: str, batch_id: int) -> None:
     """Make the rows of the ``affected`` keys equal to ``recomputed``: update, insert, delete the rest.
 
     Only target rows of the affected keys are read or touched; the merge condition carries the
@@ -67,9 +69,13 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     from delta.tables import DeltaTable
 
     target = DeltaTable.forPath(spark, path)
-    current = spark.read.format("delta").load(path).join(F.broadcast(affected), list(recompute_keys), "left_semi")
-    tombstones = (current.select(*primary_keys)
-                  .join(recomputed.select(*primary_keys), list(primary_keys), "left_anti")
+    if set(primary_keys) == set(affected.keys):
+        # One row per affected key at most: a key with no recomputed row is deleted, if the table has it.
+        gone = affected.frame.select(*primary_keys)
+    else:
+        gone = (spark.read.format("delta").load(path)
+                .join(F.broadcast(affected.frame), list(affected.keys), "left_semi").select(*primary_keys))
+    tombstones = (gone.join(recomputed.select(*primary_keys), list(primary_keys), "left_anti")
                   .withColumn("_delete", F.lit(True)))
     # Materialized once, so the MERGE neither re-reads its own target nor recomputes the source per pass.
     source = (recomputed.withColumn("_delete", F.lit(False))
@@ -77,7 +83,6 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
               .localCheckpoint(eager=True))
 
     match = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in primary_keys)
-    prune = _range_condition(affected, recompute_keys)
     value_columns = [c for c in recomputed.columns if c not in primary_keys]
     changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in value_columns) or "false"
     assignments = {f"`{c}`": f"s.`{c}`" for c in recomputed.columns}
@@ -85,7 +90,7 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     spark.conf.set(TXN_APP_ID, app_id)
     spark.conf.set(TXN_VERSION, str(batch_id))
     try:
-        (target.alias("t").merge(source.alias("s"), f"{match}{prune}")
+        (target.alias("t").merge(source.alias("s"), f"{match}{affected.prune}")
          .whenMatchedDelete(condition="s._delete")
          .whenMatchedUpdate(condition=f"NOT s._delete AND ({changed})", set=assignments)
          .whenNotMatchedInsert(condition="NOT s._delete", values=assignments)
@@ -93,29 +98,6 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], recompute
     finally:
         spark.conf.unset(TXN_APP_ID)
         spark.conf.unset(TXN_VERSION)
-
-
-def _range_condition(affected: DataFrame, keys: tuple[str, ...]) -> str:
-    """`` AND t.k BETWEEN lo AND hi`` per key, from one small aggregate over the affected keys.
-
-    Bounds travel as strings cast back to the key's type, so no time zone or float formatting
-    differs between Python and Spark.
-    """
-    types = {f.name: f.dataType.simpleString() for f in affected.schema.fields}
-    bounds = affected.agg(*[F.min(k).cast("string").alias(f"lo_{i}") for i, k in enumerate(keys)],
-                          *[F.max(k).cast("string").alias(f"hi_{i}") for i, k in enumerate(keys)]).first()
-    parts = []
-    for i, key in enumerate(keys):
-        lo, hi = bounds[f"lo_{i}"], bounds[f"hi_{i}"]
-        if lo is None:
-            return " AND false"
-        parts.append(f" AND t.`{key}` BETWEEN {_typed_literal(lo, types[key])} AND {_typed_literal(hi, types[key])}")
-    return "".join(parts)
-
-
-def _typed_literal(text: str, spark_type: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("'", "\\'")
-    return f"CAST('{escaped}' AS {spark_type})"
 
 
 def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,

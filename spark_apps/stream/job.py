@@ -37,6 +37,7 @@ from spark_apps.io import lineage, log_identity
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed, with_retries
 from spark_apps.io.fencing import CheckpointFence
+from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
 from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
@@ -199,7 +200,8 @@ class StreamJob:
         # 1,000-record batch instead of 151. The caller's session, and so the batch recompute, keeps it on.
         spark.conf.set("spark.sql.adaptive.enabled", "false")
         start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
-        choose_execution(spark, lineage.records_between(start, end))
+        records = lineage.records_between(start, end)
+        choose_execution(spark, records)
         app_id = self.app_id
         meta = {"pipeline": self.pipeline.name, "app_id": app_id, "batch_id": batch_id, "topic": self.topic,
                 "end_offsets": {str(p): o for p, o in sorted(end.items())},
@@ -220,7 +222,8 @@ class StreamJob:
                 self._append_candidates(spark, parsed, app_id, batch_id)
             self.faults.reached("after_candidates", batch_id)
             if n_valid:
-                self._recompute_silver_and_gold(spark, parsed, app_id, batch_id, timings)
+                self._recompute_silver_and_gold(spark, parsed, app_id, batch_id,
+                                                records <= KEYS_IN_DRIVER_MAX_RECORDS, timings)
             self.faults.reached("after_gold", batch_id)
             with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
@@ -264,7 +267,7 @@ class StreamJob:
                          F.count(F.when(future, True)).alias("future")).first()
         return row["valid"], row["dead"], row["future"]
 
-    def _recompute_silver_and_gold(self, spark, parsed, app_id: str, batch_id: int,
+    def _recompute_silver_and_gold(self, spark, parsed, app_id: str, batch_id: int, in_driver: bool,
                                    timings: dict[str, float]) -> None:
         from pyspark.sql import functions as F
 
@@ -272,9 +275,9 @@ class StreamJob:
         key = (schema.id_field,)
         lateness = self.lateness
         with timed(timings, "touched_candidates"):
-            ids = touched_keys(valid_events(parsed), key).localCheckpoint(eager=True)
+            ids = key_set(touched_keys(valid_events(parsed), key), key, in_driver)
             all_candidates = spark.read.format("delta").load(self.path(self.tables.candidates))
-            candidates = rows_of_keys(all_candidates, ids, key).localCheckpoint(eager=True)
+            candidates = rows_of_keys(all_candidates, ids.frame, key).localCheckpoint(eager=True)
         event_rows = winners(candidates, schema.id_field, schema.time_field, lateness)
         # With one candidate per touched id there are no duplicates of them, and with no late candidate no
         # winner of them is or was late: those two tables then hold no row of these ids and need no MERGE.
@@ -282,25 +285,25 @@ class StreamJob:
             (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
             F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
         with timed(timings, "silver_events"):
-            self._upsert(spark, self.tables.events, key, key, ids, event_rows, app_id, batch_id)
+            self._upsert(spark, self.tables.events, key, ids, event_rows, app_id, batch_id)
         if has_repeats:
             with timed(timings, "silver_duplicates"):
-                self._upsert(spark, self.tables.duplicates, COORDINATES, key, ids,
+                self._upsert(spark, self.tables.duplicates, COORDINATES, ids,
                              losers(candidates, schema.id_field), app_id, batch_id)
         if has_late:
             with timed(timings, "silver_late_events"):
-                self._upsert(spark, self.tables.late_events, key, key, ids,
-                             event_rows.where("is_late"), app_id, batch_id)
+                self._upsert(spark, self.tables.late_events, key, ids, event_rows.where("is_late"), app_id,
+                             batch_id)
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(self.path(self.tables.events)).where("NOT is_late")
         for gold in self.pipeline.gold_tables:
             with timed(timings, f"gold_{gold.name}"):
                 # Keys of every record of the touched ids, so a replaced winner's old keys are redone too.
-                affected = touched_keys(gold.key_rows(candidates, self.settings),
-                                        gold.recompute_keys).localCheckpoint(eager=True)
-                rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected, gold.recompute_keys)
-                self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys,
-                             gold.recompute_keys, affected, gold.compute(rows, self.settings), app_id, batch_id)
+                affected = key_set(touched_keys(gold.key_rows(candidates, self.settings), gold.recompute_keys),
+                                   gold.recompute_keys, in_driver)
+                rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected.frame, gold.recompute_keys)
+                self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys, affected,
+                             gold.compute(rows, self.settings), app_id, batch_id)
 
     def _upsert(self, spark, table: str, *args) -> None:
         """``upsert_recomputed`` into ``table``, retried (bounded, logged) when a concurrent commit such as the

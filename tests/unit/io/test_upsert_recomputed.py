@@ -1,0 +1,63 @@
+"""The stream's MERGE of recomputed rows, with its keys fixed in the driver (small batch) or checkpointed (large)."""
+
+import datetime as dt
+import uuid
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from spark_apps.io.delta_writes import upsert_recomputed
+from spark_apps.io.key_sets import key_set
+
+T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
+SCHEMA = "customer string, session_start timestamp, events long"
+
+
+@pytest.fixture
+def table(spark, tmp_path):
+    path = str(tmp_path / f"gold-{uuid.uuid4().hex[:8]}")
+    rows = [("a", T0, 1), ("a", T0 + dt.timedelta(hours=1), 2), ("b", T0, 3), ("c", T0, 4)]
+    spark.createDataFrame(rows, SCHEMA).write.format("delta").save(path)
+    return path
+
+
+@pytest.mark.parametrize("in_driver", [True, False], ids=["keys-in-driver", "keys-checkpointed"])
+def test_only_the_affected_keys_change_and_their_vanished_rows_are_deleted(spark, table, in_driver):
+    affected = key_set(spark.createDataFrame([("a",), ("b",), ("d",)], "customer string"), ("customer",), in_driver)
+    recomputed = spark.createDataFrame([("a", T0, 5), ("d", T0, 6)], SCHEMA)
+    upsert_recomputed(spark, table, ("customer", "session_start"), affected, recomputed, "app", 0)
+    # a's second session and all of b are gone, a's first is updated, d is new, c (not affected) is untouched.
+    assertDataFrameEqual(spark.read.format("delta").load(table),
+                         spark.createDataFrame([("a", T0, 5), ("c", T0, 4), ("d", T0, 6)], SCHEMA))
+
+
+@pytest.mark.parametrize("in_driver", [True, False], ids=["keys-in-driver", "keys-checkpointed"])
+def test_a_table_keyed_by_its_recompute_key_deletes_a_key_that_has_no_recomputed_row(spark, tmp_path, in_driver):
+    path = str(tmp_path / "orders")
+    spark.createDataFrame([("o1", "placed"), ("o2", "paid")], "order_id string, status string") \
+        .write.format("delta").save(path)
+    affected = key_set(spark.createDataFrame([("o1",), ("o3",)], "order_id string"), ("order_id",), in_driver)
+    recomputed = spark.createDataFrame([("o3", "placed")], "order_id string, status string")
+    upsert_recomputed(spark, path, ("order_id",), affected, recomputed, "app", 0)
+    assertDataFrameEqual(spark.read.format("delta").load(path),
+                         spark.createDataFrame([("o2", "paid"), ("o3", "placed")], "order_id string, status string"))
+
+
+def test_a_replayed_batch_changes_nothing(spark, table):
+    affected = key_set(spark.createDataFrame([("c",)], "customer string"), ("customer",), True)
+    upsert_recomputed(spark, table, ("customer", "session_start"), affected,
+                      spark.createDataFrame([("c", T0, 40)], SCHEMA), "app", 7)
+    upsert_recomputed(spark, table, ("customer", "session_start"), affected,
+                      spark.createDataFrame([("c", T0, 400)], SCHEMA), "app", 7)
+    assert spark.read.format("delta").load(table).where("customer = 'c'").first()["events"] == 40
+
+
+def test_keys_fixed_in_the_driver_keep_their_exact_types_and_range(spark):
+    keys = spark.createDataFrame([("m1", T0), ("m2", T0 + dt.timedelta(minutes=5))], "merchant string, w timestamp")
+    in_driver, checkpointed = key_set(keys, ("merchant", "w"), True), key_set(keys, ("merchant", "w"), False)
+    assert in_driver.prune == checkpointed.prune
+    assert "BETWEEN CAST('m1' AS string) AND CAST('m2' AS string)" in in_driver.prune
+    assert in_driver.frame.schema == keys.schema
+    assertDataFrameEqual(in_driver.frame, keys)
+    empty = key_set(keys.where("false"), ("merchant", "w"), True)
+    assert empty.prune == " AND false" and empty.frame.count() == 0
