@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run: sizes {QUICK['sizes'][0]:,}, latency at {QUICK['rates'][0]:,}/s for "
-                             f"{QUICK['latency_seconds']}s (about 15 minutes on 2 cores); --sizes, --rates and "
+                             f"{QUICK['latency_seconds']}s (about 5 minutes on 2 cores); --sizes, --rates and "
                              "--latency-seconds still override it")
     parser.add_argument("--sizes", type=_positive_ints, default=None,
                         help=f"log sizes (events) at which to stream, recompute and reconcile, ascending "
