@@ -9,9 +9,6 @@ single-node broker of ``make up``; given a ``KafkaQuorum`` it is one voter of a 
 from __future__ import annotations
 
 import base64
-import os
-import shutil
-import signal
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -19,13 +16,18 @@ from pathlib import Path
 
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import PROJECT_ROOT, Settings
-from spark_apps.core.waiting import poll, wait_for
-from spark_apps.services.processes import port_in_use, process_alive, runs_with_argument
+from spark_apps.core.waiting import poll
+from spark_apps.services.processes import (
+    java_binary,
+    port_in_use,
+    process_alive,
+    runs_with_argument,
+    stop_process,
+    terminate_with_parent,
+)
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "kafka" / "log4j2.properties"
 STOP_TIMEOUT_S = 30.0
-# After SIGKILL the kernel only has to reap the process; longer means something is badly wrong.
-KILLED_EXIT_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -306,22 +308,6 @@ class EmbeddedBroker:
         return True
 
 
-def stop_process(pid: int, timeout_s: float) -> None:
-    """SIGTERM, then SIGKILL if it is still alive after ``timeout_s``; returns once it is gone."""
-    os.kill(pid, signal.SIGTERM)
-    if not poll(lambda: not process_alive(pid), timeout_s, every_s=0.2):
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not process_alive(pid), f"process {pid} to exit after SIGKILL", KILLED_EXIT_TIMEOUT_S, 0.1)
-
-
-def terminate_with_parent() -> None:
-    """In the child, before exec: ask Linux to send SIGTERM when the parent exits."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
 def _describe_cluster(bootstrap_servers: str) -> None:
     from kafka import KafkaAdminClient
 
@@ -331,18 +317,6 @@ def _describe_cluster(bootstrap_servers: str) -> None:
         admin.describe_cluster()
     finally:
         admin.close()
-
-
-def java_binary() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    candidate = Path(java_home) / "bin" / "java" if java_home else None
-    if candidate and candidate.exists():
-        return str(candidate)
-    found = shutil.which("java")
-    if not found:
-        raise BrokerError("Java was not found: install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) "
-                          "or set JAVA_HOME")
-    return found
 
 
 def kafka_classpath(jars_dir: Path) -> str:

@@ -31,10 +31,14 @@ from spark_apps.services.broker import (
     KafkaNode,
     KafkaQuorum,
     new_cluster_id,
+)
+from spark_apps.services.processes import (
+    port_in_use,
+    process_alive,
+    runs_with_argument,
     stop_process,
     terminate_with_parent,
 )
-from spark_apps.services.processes import port_in_use, process_alive, runs_with_argument
 
 ENV_FILE = "cluster.env"
 # Each executor fills one worker: one core, spark_executor_memory.

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import PROJECT_ROOT, Settings
-from spark_apps.services.broker import java_binary, kafka_classpath
+from spark_apps.services.broker import kafka_classpath
+from spark_apps.services.processes import java_binary
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "kafka" / "tools-log4j2.properties"
 # Tool name (the shell script's name without kafka- and .sh) -> main class.

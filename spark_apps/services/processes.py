@@ -8,8 +8,16 @@ recycled). Ports are checked before a service binds one. Linux's ``/proc`` is re
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import socket
 from pathlib import Path
+
+from spark_apps.core.errors import BrokerError
+from spark_apps.core.waiting import poll, wait_for
+
+# After SIGKILL the kernel only has to reap the process; longer means something is badly wrong.
+KILLED_EXIT_TIMEOUT_S = 30.0
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -90,3 +98,31 @@ def groups_of_tree(group: int) -> set[int]:
         tree.update(children)
         frontier.extend(children)
     return {group} | {table[pid][1] for pid in tree}
+
+
+def stop_process(pid: int, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if it is still alive after ``timeout_s``; returns once it is gone."""
+    os.kill(pid, signal.SIGTERM)
+    if not poll(lambda: not process_alive(pid), timeout_s, every_s=0.2):
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not process_alive(pid), f"process {pid} to exit after SIGKILL", KILLED_EXIT_TIMEOUT_S, 0.1)
+
+
+def terminate_with_parent() -> None:
+    """In the child, before exec: ask Linux to send SIGTERM when the parent exits."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def java_binary() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = Path(java_home) / "bin" / "java" if java_home else None
+    if candidate and candidate.exists():
+        return str(candidate)
+    found = shutil.which("java")
+    if not found:
+        raise BrokerError("Java was not found: install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) "
+                          "or set JAVA_HOME")
+    return found
