@@ -8,6 +8,7 @@ VAR := var
 VENV_STAMP := $(VENV)/.installed
 SPARK_JARS_STAMP := $(VAR)/jars/spark/.fetched
 KAFKA_JARS_STAMP := $(VAR)/jars/kafka/.fetched
+CATALOG_JARS_STAMP := $(VAR)/jars/catalog/.fetched
 MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
@@ -16,12 +17,13 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
-.PHONY: help install jars up airflow down demo test chaos bench lint docs clean tools cluster-up cluster-down cluster-test
+.PHONY: help install jars up sql airflow down demo test chaos bench lint docs clean tools cluster-up cluster-down cluster-test
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
 	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
-	@echo "make up     - start the embedded Kafka broker;  make down - stop what make started"
+	@echo "make up     - start the embedded Kafka broker and the catalog database;  make down - stop what make started"
+	@echo "make sql    - start the SQL endpoint (Spark Thrift Server) on 127.0.0.1; prints its JDBC URL"
 	@echo "make airflow - start Airflow (SQLite, loopback only) with the DAGs in dags/; prints URL and login"
 	@echo "make cluster-up   - start 3 KRaft brokers (RF 3, min ISR 2) and a Spark master + 2 workers on 127.0.0.1;"
 	@echo "                    prints the KAPPA_* settings that point the apps at them (var/cluster/cluster.env)"
@@ -49,7 +51,7 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	@touch $@
 
-jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP)
+jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP) $(CATALOG_JARS_STAMP)
 
 $(SPARK_JARS_STAMP): infra/spark/pom.xml infra/maven-settings.xml | tools
 	@echo "fetching Spark jars (Delta, Kafka connector) from Maven Central"
@@ -63,14 +65,25 @@ $(KAFKA_JARS_STAMP): infra/kafka/pom.xml infra/maven-settings.xml | tools
 	@$(MVN) -f infra/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/kafka
 	@touch $@
 
+$(CATALOG_JARS_STAMP): infra/catalog/pom.xml infra/maven-settings.xml | tools
+	@echo "fetching the catalog database (Apache Derby network server) jars from Maven Central"
+	@rm -rf $(VAR)/jars/catalog
+	@$(MVN) -f infra/catalog/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/catalog
+	@touch $@
+
 up: install jars
 	@$(KAPPA) broker start
+	@$(KAPPA) catalog start
+
+sql: up
+	@$(KAPPA) sql start
 
 airflow: install jars
 	@$(KAPPA) airflow start
 
 down:
-	@if [ -x $(PY) ]; then $(KAPPA) airflow stop; $(KAPPA) supervise --stop; $(KAPPA) broker stop; $(KAPPA) cluster down; \
+	@if [ -x $(PY) ]; then $(KAPPA) airflow stop; $(KAPPA) supervise --stop; $(KAPPA) sql stop; $(KAPPA) broker stop; \
+	$(KAPPA) catalog stop; $(KAPPA) cluster down; \
 	else echo "nothing to stop"; fi
 
 cluster-up: install jars

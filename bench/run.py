@@ -170,22 +170,27 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("py4j", "kafka", "great_expectations"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from spark_apps.services.broker import EmbeddedBroker
+    from spark_apps.services.catalog_server import CatalogServer
 
     home = PROJECT_ROOT / "var" / "bench" / f"run-{int(time.time())}"
     jars = PROJECT_ROOT / "var" / "jars"
     settings = Settings(home=home, spark_jars_dir=jars / "spark", kafka_jars_dir=jars / "kafka",
-                        kafka_port=free_port(), kafka_controller_port=free_port(), spark_driver_memory="6g",
+                        kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
+                        spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
     run = Run(args.out, steps=len(args.sizes) * 3 + 2 + len(args.rates) + 1)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
+    catalog = CatalogServer(settings, stop_with_parent=True)
     try:
         broker.start()
+        catalog.start()
         measure(args, settings, run)
     except PlatformError as error:
         print(f"make bench: error: {error}", file=sys.stderr)
         return 1
     finally:
         broker.stop()
+        catalog.stop()
     print(f"results: {args.out / 'bench.json'}; page: {args.out / 'bench.html'}")
     return 0
 

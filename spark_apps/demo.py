@@ -40,6 +40,7 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
+    from spark_apps.services.catalog_server import CatalogServer
     from spark_apps.serving.dbt_runner import run_action
     from spark_apps.serving.generations import resolve
     from spark_apps.serving.scheduled import reconcile
@@ -49,6 +50,11 @@ def run_demo(settings: Settings) -> int:
     broker = EmbeddedBroker(settings)
     broker.start()
     print(f"broker pid {broker.pid()}, data in {broker.paths.data_dir}")
+    _step(f"starting the catalog database (Hive metastore on Derby) on {settings.catalog_host}:"
+          f"{settings.catalog_port}")
+    catalog = CatalogServer(settings)
+    catalog.start()
+    print(f"catalog pid {catalog.pid()}, data in {catalog.paths.database_dir}")
 
     pipeline = load_pipeline(settings.pipeline)
     topic = ensure_topic(settings, pipeline.source_topic(settings)).name
@@ -110,5 +116,5 @@ def run_demo(settings: Settings) -> int:
     print(f"\nreconciliation report: {report}")
     if documented.success:
         print(f"dbt docs (linked from the report): {dbt_docs_index(settings, pipeline.name)}")
-    print(f"\nThe broker keeps running (make down stops it). Warehouse: {settings.warehouse_dir}")
+    print(f"\nThe broker and the catalog keep running (make down stops them). Warehouse: {settings.warehouse_dir}")
     return 0 if run.success and built.success else 1

@@ -29,11 +29,25 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         home=tmp_path_factory.mktemp("kappa-home"),
         spark_jars_dir=jars / "spark",
         kafka_jars_dir=jars / "kafka",
+        catalog_jars_dir=jars / "catalog",
+        catalog_port=free_port(),
+        sql_port=free_port(),
         kafka_port=free_port(),
         kafka_controller_port=free_port(),
         spark_shuffle_partitions=2,
         spark_driver_memory="3g",
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def catalog_database(settings: Settings):
+    """The session's own catalog database: every Spark process a test starts registers its tables there."""
+    from spark_apps.services.catalog_server import CatalogServer
+
+    server = CatalogServer(settings, stop_with_parent=True)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,9 @@ class Settings:
     # The jars belong to the installation (`make jars` fetches them there), not to a home.
     spark_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "spark"
     kafka_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "kafka"
+    catalog_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "catalog"
     kafka_data_dir: Path = _under_home("kafka")
+    catalog_dir: Path = _under_home("catalog")
     log_dir: Path = _under_home("logs")
     reports_dir: Path = _under_home("reports")
     gx_dir: Path = _under_home("gx")
@@ -63,6 +65,16 @@ class Settings:
     # an acks=all write succeeds (0: the brokers' min.insync.replicas). A cluster sets 3 and 2.
     topic_replication_factor: int = -1
     topic_min_insync_replicas: int = 0
+
+    # The shared catalog: a Derby network server holding the Hive metastore database that every Spark process
+    # (stream, audit, Airflow tasks, dbt, the SQL endpoint) registers and reads tables through.
+    catalog_host: str = "127.0.0.1"
+    catalog_port: int = 1527
+    catalog_start_timeout_s: float = 60.0
+    # The SQL endpoint (Spark's Thrift Server, HiveServer2 protocol) of `make sql` / `kappa sql start`.
+    sql_host: str = "127.0.0.1"
+    sql_port: int = 10000
+    sql_start_timeout_s: float = 180.0
 
     spark_master: str = "local[2]"
     spark_driver_memory: str = "2g"
@@ -158,7 +170,8 @@ class Settings:
             if not self.allow_remote and not is_loopback(host):
                 raise SettingsError(f"{_env_name(name)}={host} would listen beyond this machine; use a loopback "
                                     "address, or set KAPPA_ALLOW_REMOTE=true to mean it")
-        for name in ("kafka_port", "kafka_controller_port", "airflow_port", "airflow_log_server_port"):
+        for name in ("kafka_port", "kafka_controller_port", "airflow_port", "airflow_log_server_port", "catalog_port",
+                     "sql_port"):
             port = getattr(self, name)
             if not 1 <= port <= 65535:
                 raise SettingsError(f"{_env_name(name)} must be a TCP port (1-65535), got {port}")
@@ -297,7 +310,7 @@ def _coerce(name: str, raw: str, type_hint: Any) -> Any:
 
 
 # Addresses the platform's own services bind to (the broker, the local cluster, Airflow).
-LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host")
+LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host", "catalog_host", "sql_host")
 
 # Fields whose value is a credential: docs/settings.md names their variable and never their value.
 SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "alert_pagerduty_routing_key"})
@@ -306,11 +319,13 @@ SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "aler
 # Documentation only: nothing here changes a default or how a value is read.
 FIELD_DOCS: dict[str, str] = {
     "home": "Root of every generated folder below (the ignored var/ folder).",
-    "warehouse_dir": "Delta tables at `<warehouse>/<schema>.db/<table>`; the warehouse is the catalog.",
+    "warehouse_dir": "Delta tables at `<warehouse>/<schema>.db/<table>`, registered by name in the catalog.",
     "checkpoint_root": "Structured Streaming checkpoints, one folder per pipeline (and replay generation).",
     "spark_jars_dir": "Delta and the Spark Kafka connector, fetched by Maven (make jars).",
     "kafka_jars_dir": "Apache Kafka's broker jars for the embedded broker, fetched by Maven (make jars).",
     "kafka_data_dir": "The embedded broker's data, logs and pid file.",
+    "catalog_jars_dir": "Derby's network server and client driver for the catalog, fetched by Maven (make jars).",
+    "catalog_dir": "The catalog database (Hive metastore on Derby), its server's log and pid file.",
     "log_dir": "Logs of processes the platform starts (the supervised stream, Airflow).",
     "reports_dir": "HTML reconciliation reports (`reconciliation/<pipeline>-<run id>.html`, `<pipeline>-latest.html`).",
     "gx_dir": "The Great Expectations project: suites, validation results, Data Docs.",
@@ -328,6 +343,12 @@ FIELD_DOCS: dict[str, str] = {
     "kafka_controller_port": "KRaft controller port of the embedded broker; must differ from the client port.",
     "kafka_heap": "JVM heap of the embedded broker.",
     "kafka_start_timeout_s": "Seconds to wait for the embedded broker to accept connections.",
+    "catalog_host": "Host the catalog database server listens on.",
+    "catalog_port": "Port of the catalog database server (Derby network protocol).",
+    "catalog_start_timeout_s": "Seconds to wait for the catalog database server to accept connections.",
+    "sql_host": "Host the SQL endpoint (Spark Thrift Server) listens on.",
+    "sql_port": "Port of the SQL endpoint: `jdbc:hive2://<sql_host>:<sql_port>/default`.",
+    "sql_start_timeout_s": "Seconds to wait for the SQL endpoint to accept connections.",
     "kafka_bootstrap_servers": "Brokers the apps use (host:port,...); empty: KAPPA_KAFKA_HOST:KAPPA_KAFKA_PORT.",
     "events_topic": "Source topic of a pipeline that names none itself.",
     "topic_partitions": "Partitions of a topic `kappa topic` creates.",

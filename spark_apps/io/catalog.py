@@ -1,9 +1,12 @@
-"""A catalog that lives in the warehouse folder itself.
+"""Tables by name, in the shared catalog.
 
-Every table is a Delta table at ``<warehouse>/<schema>.db/<table>``. Each process registers what it
-finds there into its session catalog on start, so tables are shared by name across the streaming
-job, the batch job, Airflow tasks and dbt, with no metastore process and no metastore lock (an
-embedded Derby metastore admits one process at a time, which a long-running stream rules out).
+Every table is a Delta table at ``<warehouse>/<schema>.db/<table>``, registered by name in the Hive metastore that
+every process shares (``services.catalog_server``): a table one process creates is seen by name by the stream, the
+audit, Airflow tasks, dbt and the SQL endpoint. Registering is idempotent, and a name registered at another folder
+(another warehouse's table of the same name) is pointed at this warehouse's.
+
+``register_warehouse_tables`` is the recovery tool: it registers every table found in the warehouse folder, for a
+catalog database that was lost or a warehouse restored from a copy. It costs one metastore lookup per table.
 """
 
 from __future__ import annotations
@@ -40,37 +43,35 @@ def register_warehouse_tables(spark, settings: Settings) -> list[str]:
 
 
 def register_table(spark, settings: Settings, table: str) -> None:
-    """Register one existing Delta table in this session's catalog, re-pointing a name that a session
-    working with another warehouse registered elsewhere (dropping an external table keeps its data)."""
-    schema, _ = _split(table)
+    """Register one existing Delta table by name, pointing a name registered at another folder here instead
+    (dropping an external table's name keeps its data)."""
+    schema, name = _split(table)
     location = str(table_path(settings, table))
     if not spark.catalog.databaseExists(schema):
         spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-    registered = _registered_location(spark, table)
+    registered = registered_location(spark, table)
     if registered == location.rstrip("/"):
         return
     if registered is not None:
-        spark.sql(f"DROP TABLE {table}")
+        _forget(spark, schema, name)
     spark.sql(f"CREATE TABLE {table} USING delta LOCATION '{location}'")
 
 
-STALE = "<no Delta table there any more>"
+def registered_location(spark, table: str) -> str | None:
+    """The folder the catalog has for ``table``, or None when the name is free. Asks the metastore only: the table's
+    Delta log is not read, so a name whose folder has since been deleted answers too."""
+    schema, name = _split(table)
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    if not external.tableExists(schema, name):
+        return None
+    location = external.getTable(schema, name).storage().locationUri()
+    return location.get().getPath().rstrip("/") if location.isDefined() else None
 
 
-def _registered_location(spark, table: str) -> str | None:
-    """Where the catalog has ``table``: its folder, None when the name is free, or ``STALE`` when the folder it names
-    no longer holds a Delta table (deleted, or on a filesystem since unmounted); Spark then refuses even to say
-    whether the name exists. A stale name is dropped and registered again, like one pointing elsewhere."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        if not spark.catalog.tableExists(table):
-            return None
-        return spark.sql(f"DESCRIBE DETAIL {table}").first()["location"].removeprefix("file:").rstrip("/")
-    except AnalysisException as exc:
-        if "DELTA_PATH_DOES_NOT_EXIST" not in str(exc):
-            raise
-        return STALE
+def _forget(spark, schema: str, name: str) -> None:
+    """Drop a name from the catalog and this session's cache of it, without loading the table it names."""
+    identifier = spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier(name, spark._jvm.scala.Some(schema))
+    spark._jsparkSession.sessionState().catalog().dropTable(identifier, True, False)
 
 
 def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tuple[str, ...] = (),

@@ -1,4 +1,4 @@
-"""The one way apps get a SparkSession: Delta enabled, local jars, the shared warehouse catalog."""
+"""The one way apps get a SparkSession: Delta enabled, local jars, the shared catalog."""
 
 from __future__ import annotations
 
@@ -67,13 +67,30 @@ def executor_conf(settings: Settings) -> dict[str, str]:
     return conf
 
 
+def catalog_conf(settings: Settings) -> dict[str, str]:
+    """Spark's built-in Hive metastore client, on the shared catalog database (``services.catalog_server``).
+
+    The metastore's tables are created by the first client that finds them missing, and the schema version check
+    is off for that reason: the database belongs to the platform and only Spark's own Hive client writes it."""
+    from spark_apps.services.catalog_server import client_jars, jdbc_url
+
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.driver.extraClassPath": ":".join(str(jar) for jar in client_jars(settings)),
+        "spark.hadoop.javax.jdo.option.ConnectionURL": jdbc_url(settings),
+        "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.apache.derby.client.ClientAutoloadedDriver",
+        "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+        "spark.hadoop.hive.metastore.schema.verification": "false",
+    }
+
+
 def _base_conf(settings: Settings) -> dict[str, str]:
     return {
         "spark.master": settings.spark_master,
         "spark.jars": ",".join(str(jar) for jar in spark_jars(settings)),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.catalogImplementation": "in-memory",
+        **catalog_conf(settings),
         "spark.sql.warehouse.dir": str(settings.warehouse_dir),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
@@ -99,13 +116,15 @@ def _base_conf(settings: Settings) -> dict[str, str]:
 
 
 def get_spark(settings: Settings, app_name: str = "kappa"):
-    """Create (or return the running) session and make every warehouse table visible by name.
+    """Create (or return the running) session on the shared catalog, where every table is visible by name.
 
-    It registers no ``serving.*`` views: whoever reads them (serving decisions, dbt) points them first."""
+    Fails in one line when the catalog database does not answer. Whoever reads the ``serving.*`` views (serving
+    decisions, dbt) points them first."""
     from pyspark.sql import SparkSession
 
-    from spark_apps.io.catalog import register_warehouse_tables
+    from spark_apps.services.catalog_server import require_running
 
+    require_running(settings)
     settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
     # The JVM resolves its own address before reading any setting; without this it may pick a non-loopback
     # one (and says so in a warning on every start).
@@ -119,5 +138,4 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    register_warehouse_tables(spark, settings)
     return spark

@@ -691,6 +691,7 @@ def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
     from spark_apps.io.topics import admin_client
     from spark_apps.lab.chaos_report import write_reports
     from spark_apps.services.broker import EmbeddedBroker
+    from spark_apps.services.catalog_server import CatalogServer
 
     root = settings.chaos_dir
     root.mkdir(parents=True, exist_ok=True)
@@ -699,11 +700,15 @@ def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
     base = settings.with_overrides(
         home=root / "session", chaos_dir=root, spark_jars_dir=settings.spark_jars_dir,
         kafka_jars_dir=settings.kafka_jars_dir, kafka_data_dir=root / "broker", kafka_port=port,
-        kafka_controller_port=free_port(), kafka_bootstrap_servers=f"{settings.kafka_host}:{port}")
+        kafka_controller_port=free_port(), kafka_bootstrap_servers=f"{settings.kafka_host}:{port}",
+        catalog_port=free_port())
     shutil.rmtree(base.kafka_data_dir, ignore_errors=True)
+    shutil.rmtree(base.catalog_dir, ignore_errors=True)
     broker = EmbeddedBroker(base, stop_with_parent=True)
-    log.info("chaos: starting a broker of its own on %s", broker.bootstrap_servers)
+    catalog = CatalogServer(base, stop_with_parent=True)
+    log.info("chaos: starting a broker of its own on %s and a catalog on %s", broker.bootstrap_servers, catalog.address)
     broker.start()
+    catalog.start()
     started = time.time()
     results: list[ScenarioResult] = []
     passed_labs: list[Path] = []
@@ -721,6 +726,7 @@ def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
             write_reports(root, plan, results, time.time() - started)
     finally:
         broker.stop()
+        catalog.stop()
         for path in (*passed_labs, base.kafka_data_dir, base.home):
             shutil.rmtree(path, ignore_errors=True)
     return results

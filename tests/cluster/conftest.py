@@ -35,8 +35,9 @@ def _bindable(port: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def cluster_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    """A running cluster (3 KRaft nodes, a Spark master, 2 workers); the settings name it, not yet the apps."""
+def cluster_settings(tmp_path_factory: pytest.TempPathFactory, catalog_database) -> Iterator[Settings]:
+    """A running cluster (3 KRaft nodes, a Spark master, 2 workers); the settings name it, not yet the apps. Its
+    drivers share the test session's catalog database."""
     from spark_apps.services import cluster
 
     jars = PROJECT_ROOT / "var" / "jars"
@@ -50,6 +51,7 @@ def cluster_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setti
         cluster_spark_master_port=free_port(),
         cluster_spark_ui_port=free_port(),
         spark_shuffle_partitions=2,
+        catalog_port=catalog_database.settings.catalog_port,
     )
     cluster.start(settings, stop_with_parent=True)
     yield settings
