@@ -48,6 +48,55 @@ def _broker(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _catalog(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.services.catalog_server import CatalogServer
+
+    server = CatalogServer(settings)
+    if args.action == "start":
+        server.start()
+        print(f"catalog database running on {server.address} (pid {server.pid()}, data {server.paths.database_dir})")
+    elif args.action == "stop":
+        print("catalog database stopped" if server.stop() else "catalog database was not running")
+    elif args.action == "sync":
+        from spark_apps.io.catalog import register_warehouse_tables
+        from spark_apps.io.spark_session import get_spark
+
+        found = register_warehouse_tables(get_spark(settings, app_name="kappa-catalog-sync"), settings)
+        print(f"{len(found)} tables of {settings.warehouse_dir} registered: {', '.join(found) or 'none'}")
+    elif server.pid():
+        print(f"catalog database running on {server.address} (pid {server.pid()})")
+    elif server.answers():
+        print(f"a catalog database answers on {server.address}, started from another home than {settings.home}")
+    else:
+        print(f"catalog database is not running on {server.address}")
+        return EXIT_FAILED
+    return 0
+
+
+def _sql(args: argparse.Namespace, settings: Settings) -> int:
+    import subprocess
+
+    from spark_apps.serving.sql_endpoint import SqlEndpoint, beeline_command, jdbc_url
+
+    endpoint = SqlEndpoint(settings)
+    if args.action == "start":
+        endpoint.start()
+        print(f"SQL endpoint running: {jdbc_url(settings)} (pid {endpoint.pid()}, log {endpoint.log_file}); "
+              "connect with `kappa sql beeline`")
+    elif args.action == "stop":
+        print("SQL endpoint stopped" if endpoint.stop() else "SQL endpoint was not running")
+    elif args.action == "beeline":
+        if not endpoint.answers():
+            raise PlatformError(f"no SQL endpoint answers on {endpoint.address}; start it with `make sql`")
+        return subprocess.run(beeline_command(settings, *args.beeline_args), check=False).returncode
+    elif endpoint.answers():
+        print(f"SQL endpoint running: {jdbc_url(settings)}" + (f" (pid {endpoint.pid()})" if endpoint.pid() else ""))
+    else:
+        print(f"SQL endpoint is not running on {endpoint.address}")
+        return EXIT_FAILED
+    return 0
+
+
 def _kafka(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.services import kafka_tools
 
@@ -321,9 +370,9 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     spark = _spark(settings, "dbt", spec)
     pipeline = load_pipeline(spec)
     try:
-        outcome = run_action(spark, settings, pipeline, args.action, args.select)
+        outcome = run_action(spark, settings, pipeline, args.action, args.select, args.target)
     except DbtRefused as refused:
-        _write_json(args.json, {"command": " ".join(command_args(args.action, args.select)), "success": False,
+        _write_json(args.json, {"command": " ".join(command_args(args.action, args.select, args.target)), "success": False,
                                 "refused": str(refused)})
         raise
     for view, source in outcome.served.items():
@@ -433,6 +482,19 @@ def build_parser() -> argparse.ArgumentParser:
     broker = commands.add_parser("broker", help="start, stop or check the embedded Kafka broker")
     broker.add_argument("action", choices=("start", "stop", "status"))
     broker.set_defaults(handler=_broker)
+
+    catalog = commands.add_parser(
+        "catalog", help="start, stop or check the catalog database (the Hive metastore every process shares); "
+                        "sync registers every table of the warehouse folder in it (recovery)")
+    catalog.add_argument("action", choices=("start", "stop", "status", "sync"))
+    catalog.set_defaults(handler=_catalog)
+
+    sql = commands.add_parser(
+        "sql", help="start, stop or check the SQL endpoint (Spark Thrift Server, JDBC/ODBC) over the catalog; "
+                    "beeline opens Spark's beeline on it (extra arguments go to beeline, e.g. -e 'SHOW SCHEMAS')")
+    sql.add_argument("action", choices=("start", "stop", "status", "beeline"))
+    sql.add_argument("beeline_args", nargs=argparse.REMAINDER, help="beeline's own arguments")
+    sql.set_defaults(handler=_sql)
 
     kafka = commands.add_parser(
         "kafka", help="run one of Kafka's own tools against the platform's broker, e.g. `kappa kafka "
@@ -550,6 +612,8 @@ def build_parser() -> argparse.ArgumentParser:
     dbt.add_argument("--select", help="dbt node selection, e.g. merchant_daily_revenue+")
     dbt.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
     dbt.add_argument("--json", help="also write the outcome as JSON to this file")
+    dbt.add_argument("--target", choices=("session", "thrift"),
+                     help="session (default): on this process's Spark; thrift: on the SQL endpoint of `make sql`")
     dbt.set_defaults(handler=_dbt)
 
     airflow = commands.add_parser("airflow", help="start, stop or check this machine's Airflow (loopback only)")

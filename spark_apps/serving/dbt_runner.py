@@ -1,9 +1,10 @@
 """dbt over the reconciled serving views, on the platform's own SparkSession.
 
-``dbt_project/profiles.yml`` uses dbt-spark's in-process ``session`` connection: dbt runs its SQL on
+``dbt_project/profiles.yml`` uses dbt-spark's in-process ``session`` connection by default: dbt runs its SQL on
 the SparkSession already running in this process. Starting that session with ``get_spark`` first
-gives dbt the same Delta configuration, jars and warehouse catalog as every app, plus the
-``serving.*`` views as the serving state says, with nothing repeated in dbt's profile.
+gives dbt the same Delta configuration, jars and shared catalog as every app, plus the
+``serving.*`` views as the serving state says, with nothing repeated in dbt's profile. Its ``thrift`` target runs
+the same project on the SQL endpoint instead (``serving.sql_endpoint``), which reads the same catalog.
 
 Two rules guard what analysts read:
 
@@ -121,16 +122,18 @@ def check_sources(spark, settings: Settings, pipeline: Pipeline) -> dict[str, st
     return {gold_views[t]: serving.served_from(d) for t, d in sorted(decisions.items()) if t in gold_views}
 
 
-def command_args(action: str, select: str | None = None) -> list[str]:
-    """The dbt arguments of ``kappa dbt <action> [--select ...]``."""
+def command_args(action: str, select: str | None = None, target: str | None = None) -> list[str]:
+    """The dbt arguments of ``kappa dbt <action> [--select ...] [--target ...]``."""
     if action not in COMMANDS:
         raise PlatformError(f"unknown dbt action {action!r}; one of {', '.join(COMMANDS)}")
-    return [*COMMANDS[action], *(["--select", select] if select else [])]
+    return [*COMMANDS[action], *(["--select", select] if select else []), *(["--target", target] if target else [])]
 
 
-def run_action(spark, settings: Settings, pipeline: Pipeline, action: str, select: str | None = None) -> DbtOutcome:
-    """:func:`run_dbt` of one of the platform's dbt actions (``build``, ``freshness``, ``docs`` ...)."""
-    return run_dbt(spark, settings, pipeline, command_args(action, select))
+def run_action(spark, settings: Settings, pipeline: Pipeline, action: str, select: str | None = None,
+               target: str | None = None) -> DbtOutcome:
+    """:func:`run_dbt` of one of the platform's dbt actions (``build``, ``freshness``, ``docs`` ...), on the
+    profile's ``target`` (``session`` when None)."""
+    return run_dbt(spark, settings, pipeline, command_args(action, select, target))
 
 
 def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) -> DbtOutcome:
@@ -162,11 +165,14 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
 
 
 def _views_first(settings: Settings, pipeline: Pipeline, args: list[str]) -> DbtOutcome | None:
-    """Staging views live in this session's catalog only (they are not Delta tables in the warehouse), so a
-    selective run creates the views its selection reads (or holds) first; returns the failed outcome if that fails."""
+    """A selective run creates the staging views its selection reads (or holds) first: they are not Delta tables,
+    so a catalog that never had them (a fresh one) or has an older definition would fail or mislead the run.
+    Returns the failed outcome if that fails."""
     if args[0] not in {"build", "run", "test", "show"} or "--select" not in args:
         return None
-    views = _invoke(settings, pipeline, ["run", "--select", *view_selection(args[args.index("--select") + 1].split())])
+    target = args[args.index("--target"):args.index("--target") + 2] if "--target" in args else []
+    views = _invoke(settings, pipeline, ["run", "--select", *view_selection(args[args.index("--select") + 1].split()),
+                                         *target])
     return None if views.success else views
 
 
