@@ -242,6 +242,7 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serving(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.io import serving_cut
     from spark_apps.io.spark_session import get_spark
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.serving import state as serving
@@ -270,7 +271,14 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
               "first reconciliation runs")
         return 0
     print("\n".join(_serving_line(d, with_run=args.action == "history") for d in decisions))
-    _write_json(args.json, {"decisions": [d.as_json() for d in decisions]})
+    cuts = serving_cut.read_all(spark) if args.action != "history" else []
+    for cut in cuts:
+        print("\n".join(cut.describe()))
+    _write_json(args.json, {"decisions": [d.as_json() for d in decisions],
+                            "cuts": [{"pipeline": c.pipeline, "follows": c.follows, "basis": c.basis,
+                                      "consistent": c.consistent, "end_offsets": c.end_offsets,
+                                      "members": [{"table": m.table, "source": m.source, "version": m.version}
+                                                  for m in c.members]} for c in cuts]})
     return 0
 
 
@@ -372,8 +380,8 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     try:
         outcome = run_action(spark, settings, pipeline, args.action, args.select, args.target)
     except DbtRefused as refused:
-        _write_json(args.json, {"command": " ".join(command_args(args.action, args.select, args.target)), "success": False,
-                                "refused": str(refused)})
+        _write_json(args.json, {"command": " ".join(command_args(args.action, args.select, args.target)),
+                                "success": False, "refused": str(refused)})
         raise
     for view, source in outcome.served.items():
         print(f"{view} read from {source}")

@@ -29,6 +29,7 @@ from spark_apps.audit.ledger import latest_runs
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import dbt_log, dbt_target
 from spark_apps.core.settings import Settings
+from spark_apps.io import serving_cut
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA
@@ -153,8 +154,10 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
             raise
         log.info("dbt %s over %s", command, ", ".join(f"{v} <- {s}" for v, s in served.items()))
     # Every command sees the views as the serving state says: `docs generate` introspects them too.
-    serving.register_views(spark, settings)
-    outcome = _views_first(settings, pipeline, list(args)) or _invoke(settings, pipeline, list(args))
+    serving.register_views(spark, settings, pipeline)
+    # Holding the serving lock keeps the cut where it is for the whole run: every model reads the same log prefix.
+    with serving_cut.locked(settings, pipeline.name):
+        outcome = _views_first(settings, pipeline, list(args)) or _invoke(settings, pipeline, list(args))
     outcome.served = served
     if not outcome.success:
         failed = outcome.failed

@@ -298,7 +298,7 @@ def swap(spark, settings: Settings, pipeline: Pipeline, generation: str | None =
                             run_id=event.run_id, reason=f"replaced by {name}")])
     decisions = swap_decisions(serving.current(spark, settings, pipeline.name),
                                _reconciled(spark, settings, pipeline, name, event.run_id), name, event.run_id, reason)
-    serving.record(spark, settings, pipeline.name, decisions)
+    serving.record(spark, settings, pipeline, decisions)
     return decisions
 
 
@@ -325,7 +325,7 @@ def rollback(spark, settings: Settings, pipeline: Pipeline, reason: str) -> list
             GenerationEvent(pipeline.name, current, ROLLED_BACK, active.pipeline_spec, run_id=run_id, reason=reason)])
     decisions = rollback_decisions(history, generations.swap_run_of(events, current), current, target, run_id,
                                    reason)
-    serving.record(spark, settings, pipeline.name, decisions)
+    serving.record(spark, settings, pipeline, decisions)
     return decisions
 
 

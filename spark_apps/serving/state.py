@@ -4,8 +4,8 @@ A table starts on ``lambda``. After ``serving_exact_runs`` consecutive exact rec
 distinct stream batches, spanning at least ``serving_min_span_s``, it switches to ``kappa``; one
 failed reconciliation switches it back at once and alerts on-call. Every decision is appended to
 ``audit.serving_state`` with the ledger runs it rests on, all tables of a run in one Delta commit,
-and the ``serving.<name>`` views are derived from the newest decision: a reader's session resolves
-every view from one committed version of that table, so it never sees half a switch.
+and the ``serving.<name>`` views are derived from the newest decisions: all of a pipeline's views read one cut of
+the log (``io.serving_cut``), which moves in one catalog update, so a reader never sees half a switch.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
+from spark_apps.io import serving_cut
 from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import generations
 
 log = logging.getLogger(__name__)
 SERVING_STATE_TABLE = "audit.serving_state"
-SERVING_SCHEMA = "serving"
 LAMBDA, KAPPA = "lambda", "kappa"
 OPERATOR_RUN_PREFIX = "operator-"
 STATE_SCHEMA = ("pipeline string, table string, mode string, previous_mode string, changed boolean, reason string, "
@@ -73,11 +74,6 @@ class Decision:
                 "changed": self.changed, "reason": self.reason, "run_id": self.run_id,
                 "evidence_run_ids": list(self.evidence), "source_table": self.source_table,
                 "source_version": self.source_version}
-
-
-def serving_view(table: str) -> str:
-    """``gold.merchant_revenue`` is served as ``serving.merchant_revenue``."""
-    return f"{SERVING_SCHEMA}.{table.split('.', 1)[1]}"
 
 
 def decide(table: str, previous_mode: str, history: list[RunEvidence], settings: Settings) -> Decision:
@@ -141,7 +137,7 @@ def advance(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> list[
     modes = {d.table: d.mode for d in so_far}
     decisions = [decide(table, modes.get(table, LAMBDA), history, settings)
                  for table, history in sorted(histories.items())]
-    record(spark, settings, pipeline.name, decisions)
+    record(spark, settings, pipeline, decisions)
     for decision in decisions:
         log.info("serving %s: %s (%s)", decision.view, decision.mode.upper(), decision.reason)
         latest = histories[decision.table][-1]
@@ -161,10 +157,10 @@ def _refuse_inactive_generation(spark, settings: Settings, pipeline: Pipeline, r
                             f"{generations.display(active)}; a replay's generation is served by `kappa replay swap`")
 
 
-def record(spark, settings: Settings, pipeline: str, decisions: list[Decision]) -> None:
+def record(spark, settings: Settings, pipeline: Pipeline, decisions: list[Decision]) -> None:
     """Append decisions (every table in one commit) and point the views at them."""
-    _append(spark, settings, pipeline, decisions)
-    register_views(spark, settings)
+    _append(spark, settings, pipeline.name, decisions)
+    register_views(spark, settings, pipeline)
 
 
 def fall_back(spark, settings: Settings, pipeline: Pipeline, reason: str) -> list[Decision]:
@@ -180,7 +176,7 @@ def fall_back(spark, settings: Settings, pipeline: Pipeline, reason: str) -> lis
                            else _last_snapshot(spark, settings, pipeline, table, latest.source_table))
         decisions.append(Decision(table, LAMBDA, latest.mode, f"operator: {reason}", run_id, (), source, version))
     if decisions:
-        record(spark, settings, pipeline.name, decisions)
+        record(spark, settings, pipeline, decisions)
     return decisions
 
 
@@ -330,21 +326,84 @@ def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str
             .agg(F.max(stands_for)).first()[0])
 
 
-def register_views(spark, settings: Settings) -> list[Decision]:
-    """Point every ``serving.*`` view at what the newest decision serves."""
-    decisions = list(current(spark, settings).values())
-    if decisions:
-        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {SERVING_SCHEMA}")
-    for d in decisions:
-        pinned = f" VERSION AS OF {d.source_version}" if d.source_version is not None else ""
-        properties = {"kappa.serving.mode": d.mode, "kappa.serving.source": served_from(d),
-                      "kappa.serving.run_id": d.run_id}
-        listed = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-        spark.sql(f"CREATE OR REPLACE VIEW {d.view} "
-                  f"COMMENT '{d.mode}: {d.source_table}{pinned.lower()} (decided by run {d.run_id})' "
-                  f"TBLPROPERTIES ({listed}) "
-                  f"AS SELECT * FROM delta.`{table_path(settings, d.source_table)}`{pinned}")
+def register_views(spark, settings: Settings, pipeline: Pipeline) -> list[Decision]:
+    """Point the pipeline's cut at what its newest decisions serve, and every ``serving.*`` view of it at the cut."""
+    decisions = list(current(spark, settings, pipeline.name).values())
+    if not decisions:
+        return []
+    with serving_cut.locked(settings, pipeline.name):
+        cut = decided_cut(spark, settings, pipeline, decisions)
+        columns = serving_cut.write(spark, settings, cut)
+        for d in decisions:
+            pinned = f" VERSION AS OF {d.source_version}" if d.source_version is not None else ""
+            properties = {"kappa.serving.mode": d.mode, "kappa.serving.source": served_from(d),
+                          "kappa.serving.run_id": d.run_id, "kappa.serving.cut": serving_cut.cut_view(pipeline.name)}
+            spark.sql(serving_cut.table_view_sql(
+                pipeline.name, d.table, [column for column, _ in columns[d.table.split(".", 1)[1]]], properties,
+                f"{d.mode}: {d.source_table}{pinned.lower()} (decided by run {d.run_id})"))
+    if not cut.consistent:
+        log.warning("serving %s: the tables of its cut reflect different offsets: %s", pipeline.name,
+                    "; ".join(cut.describe()))
     return decisions
+
+
+def decided_cut(spark, settings: Settings, pipeline: Pipeline, decisions: list[Decision]) -> Cut:
+    """The cut the decisions serve. When every gold table serves the stream: the versions of the stream's newest
+    micro-batch, and the stream moves the cut from there. Otherwise the audited cut: each batch snapshot, and for a
+    table still on the stream the stream version that reconciliation proved equal, all at that run's offsets."""
+    from spark_apps.audit.recompute import align
+
+    generation = generations.active(spark, settings, pipeline.name)
+    if all(d.mode == KAPPA for d in decisions):
+        alignment = align(spark, settings, pipeline, generation)
+        position = alignment.position
+        members = tuple(Member(d.table, d.source_table, alignment.versions[d.source_table], position.end_offsets)
+                        for d in sorted(decisions, key=lambda d: d.table))
+        return Cut(pipeline.name, serving_cut.FOLLOWS_STREAM, generation,
+                   f"batch {position.batch_id} of {position.app_id}", members)
+    runs = _ledger_runs(spark, settings, pipeline.name)
+    snapshots = [runs.get(("snapshot", d.table, d.source_table, d.source_version)) for d in decisions
+                 if d.mode == LAMBDA]
+    anchor = max((r for r in snapshots if r is not None), key=lambda r: r["started_at"], default=None)
+    members = []
+    for d in sorted(decisions, key=lambda d: d.table):
+        if d.mode == LAMBDA:
+            row = runs.get(("snapshot", d.table, d.source_table, d.source_version))
+            members.append(Member(d.table, d.source_table, d.source_version, _offsets(row)))
+            continue
+        row = (runs.get(("run", anchor["run_id"], d.table)) if anchor is not None else None) or \
+            runs.get(("stream", d.table, d.source_table))
+        if row is None or row["stream_table"] != d.source_table:
+            row = runs.get(("stream", d.table, d.source_table))
+        version = row["stream_version"] if row is not None else serving_cut.latest_version(
+            spark, str(table_path(settings, d.source_table)))
+        members.append(Member(d.table, d.source_table, version, _offsets(row)))
+    basis = f"run {anchor['run_id']}" if anchor is not None else f"run {decisions[0].run_id}"
+    return Cut(pipeline.name, serving_cut.FOLLOWS_AUDIT, generation, basis, tuple(members))
+
+
+def _ledger_runs(spark, settings: Settings, pipeline: str) -> dict[tuple, dict]:
+    """The ledger's rows of the pipeline, newest wins, by ("snapshot", table, snapshot table, version),
+    ("run", run id, table) and ("stream", table, stream table)."""
+    from pyspark.sql import functions as F
+
+    path = table_path(settings, LEDGER_TABLE)
+    if not (path / "_delta_log").exists():
+        return {}
+    rows = (spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+            .select("run_id", "table", "started_at", "stream_table", "stream_version", "end_offsets",
+                    "snapshot_table", "snapshot_version").orderBy("started_at").collect())
+    found: dict[tuple, dict] = {}
+    for row in rows:
+        r = row.asDict()
+        found[("snapshot", r["table"], r["snapshot_table"], r["snapshot_version"])] = r
+        found[("run", r["run_id"], r["table"])] = r
+        found[("stream", r["table"], r["stream_table"])] = r
+    return found
+
+
+def _offsets(row: dict | None) -> dict[int, int]:
+    return {int(p): int(o) for p, o in (row["end_offsets"] or {}).items()} if row is not None else {}
 
 
 def served_from(decision: Decision) -> str:

@@ -33,7 +33,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.progress import timed
 from spark_apps.core.settings import Settings
-from spark_apps.io import lineage, log_identity
+from spark_apps.io import lineage, log_identity, serving_cut
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed, with_retries
 from spark_apps.io.fencing import CheckpointFence
@@ -100,6 +100,7 @@ class StreamJob:
         self.spark = spark
         self.settings = settings
         self.pipeline = pipeline
+        self.generation = generation
         self.tables: TableNames = pipeline.tables(generation)
         self.topic = pipeline.source_topic(settings)
         self.checkpoint: Path = checkpoint_path(settings, pipeline.name, pipeline.table_prefix, generation)
@@ -228,6 +229,8 @@ class StreamJob:
             with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
             self.recorded_through = batch_id
+            with timed(timings, "serving_cut"):
+                self._move_serving_cut(spark, app_id, batch_id, end)
             self.faults.reached("before_checkpoint_commit", batch_id)
         stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end,
                            future_events=n_future)
@@ -304,6 +307,16 @@ class StreamJob:
                 rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected.frame, gold.recompute_keys)
                 self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys, affected,
                              gold.compute(rows, self.settings), app_id, batch_id)
+
+    def _move_serving_cut(self, spark, app_id: str, batch_id: int, end: dict[int, int]) -> None:
+        """Serve this batch, when the pipeline's serving cut follows this stream. A catalog that fails here leaves
+        serving on the previous cut (said in the log) and the stream writing: the next batch moves the cut."""
+        try:
+            serving_cut.follow_stream(spark, self.settings, self.pipeline.name, self.generation, app_id, batch_id,
+                                      end)
+        except Exception as exc:  # noqa: BLE001 - serving lags a batch; the tables must not
+            log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
     def _upsert(self, spark, table: str, *args) -> None:
         """``upsert_recomputed`` into ``table``, retried (bounded, logged) when a concurrent commit such as the

@@ -22,7 +22,7 @@ def reconciled(spark, restarted_stream, audited, webhook, tmp_path_factory):
         dbt_target_dir=dbt_home / "target", dbt_log_dir=dbt_home / "logs", alert_webhook_url=f"{webhook.url}/hook")
     decisions = {d.table: d for d in serving.advance(spark, settings, PIPELINE, audited.run_id)}
     yield settings, decisions
-    serving.register_views(spark, settings)
+    serving.register_views(spark, settings, PIPELINE)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_a_negative_net_slipped_into_serving_fails_a_dbt_test_and_pages_on_call(
            FROM delta.`{table_path(settings, revenue.source_table)}` VERSION AS OF {revenue.source_version}""")
     broken = run_dbt(spark, settings, PIPELINE, COMMANDS["build"])
     monkeypatch.undo()
-    serving.register_views(spark, settings)
+    serving.register_views(spark, settings, PIPELINE)
 
     assert not broken.success
     failed = {r.unique_id.split(".")[2]: r for r in broken.failed}

@@ -46,7 +46,7 @@ def platform(kafka_broker, spark, settings, tmp_path_factory):
     local = fresh_stream_settings(settings, tmp_path_factory.mktemp("replay"), topic, max_offsets=100_000)
     manifest, _ = produce_hard_cases(local, total=300, seed=21)
     run_stream(spark, local)
-    serving.record(spark, local, PIPELINE.name, [
+    serving.record(spark, local, PIPELINE, [
         Decision(t, KAPPA, LAMBDA, "test: the base generation has earned kappa", "seed", (), t, None) for t in GOLD])
     yield local, manifest
     with admin_client(settings) as admin:

@@ -1,0 +1,251 @@
+"""One consistent cut of the log per pipeline: every serving view reads table versions that reflect the same offsets.
+
+A pipeline's serving views all read one view, ``serving._cut_<pipeline>``. It pins every gold table to one Delta
+version, a ``UNION ALL`` with one branch per table: the branch of ``order_status`` fills the columns
+``order_status__<column>`` and holds typed NULLs in every other table's columns. ``serving.<table>`` selects its
+columns from its own branch; Spark prunes the other branches before reading and pushes filters down to the table,
+so a serving view scans only its own table, as a plain view of it would. One more branch, ``_cut``, is a single row
+whose ``cut`` column holds the cut itself (basis, versions, offsets) as JSON: a reader that selects it in the same
+statement as serving views learns exactly which cut that statement read.
+
+Why one view: the metastore changes one view at a time. With one pinned view per table, a reader joining two of
+them while they are being replaced could read two different log prefixes. Replacing the single cut view moves every
+serving view of the pipeline in one metastore update, and Spark's analyzer resolves a relation once per statement,
+so each statement reads one cut, however many serving views it joins. The cut's offsets and versions are in the cut
+view's properties.
+
+Two writers move a cut: the serving state machine when it records decisions, and the stream after each
+micro-batch has committed every table, when the cut follows the stream of its generation. A lock file per pipeline
+serializes them; a dbt run holds it, so dbt reads one cut from start to finish while the stream skips moving it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from spark_apps.core.settings import Settings
+from spark_apps.io.catalog import table_path
+
+log = logging.getLogger(__name__)
+SERVING_SCHEMA = "serving"
+FOLLOWS_STREAM, FOLLOWS_AUDIT = "stream", "audit"
+BRANCH_COLUMN = "served_table"
+CUT_BRANCH, CUT_COLUMN = "_cut", "cut"
+PROPERTY_PREFIX = "kappa.cut."
+
+
+@dataclass(frozen=True)
+class Member:
+    """One gold table of a cut: the Delta table its serving view reads, at which version, reflecting which offsets."""
+
+    table: str
+    source: str
+    version: int
+    end_offsets: dict[int, int]
+
+    @property
+    def name(self) -> str:
+        """``gold.order_status`` -> ``order_status``: its serving view's and its branch's name."""
+        return self.table.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What every serving view of one pipeline reads.
+
+    ``follows`` says who moves it: ``stream`` (every gold table serves the stream; each micro-batch moves it) or
+    ``audit`` (a table serves its batch snapshot; the cut is the reconciliation's: snapshots and the stream versions
+    it proved equal to them). ``basis`` says which batch or run it is."""
+
+    pipeline: str
+    follows: str
+    generation: str
+    basis: str
+    members: tuple[Member, ...]
+
+    @property
+    def consistent(self) -> bool:
+        """Every member reflects the same log offsets."""
+        return len({json.dumps(sorted(m.end_offsets.items())) for m in self.members}) <= 1
+
+    @property
+    def end_offsets(self) -> dict[int, int]:
+        """The offsets of the cut (of its first member, when it is not consistent)."""
+        return self.members[0].end_offsets if self.members else {}
+
+    def members_json(self) -> str:
+        return json.dumps([{"table": m.table, "source": m.source, "version": m.version,
+                            "end_offsets": {str(p): o for p, o in sorted(m.end_offsets.items())}}
+                           for m in self.members], sort_keys=True)
+
+    def properties(self) -> dict[str, str]:
+        return {f"{PROPERTY_PREFIX}pipeline": self.pipeline, f"{PROPERTY_PREFIX}follows": self.follows,
+                f"{PROPERTY_PREFIX}generation": self.generation, f"{PROPERTY_PREFIX}basis": self.basis,
+                f"{PROPERTY_PREFIX}members": self.members_json()}
+
+    def describe(self) -> list[str]:
+        """The lines ``kappa serving`` prints."""
+        offsets = ", ".join(f"p{p}={o}" for p, o in sorted(self.end_offsets.items()))
+        who = "moves with the stream" if self.follows == FOLLOWS_STREAM else "the audited cut"
+        state = "" if self.consistent else " - NOT CONSISTENT: its tables reflect different offsets"
+        return [f"cut of {self.pipeline} ({who}, {self.basis}): offsets {offsets or 'none'}{state}",
+                *(f"  {serving_view(m.table):32s} reads {m.source} v{m.version}" for m in self.members)]
+
+
+def cut_from_properties(properties: dict[str, str]) -> Cut:
+    members = tuple(Member(m["table"], m["source"], int(m["version"]),
+                           {int(p): int(o) for p, o in m["end_offsets"].items()})
+                    for m in json.loads(properties[f"{PROPERTY_PREFIX}members"]))
+    return Cut(pipeline=properties[f"{PROPERTY_PREFIX}pipeline"], follows=properties[f"{PROPERTY_PREFIX}follows"],
+               generation=properties[f"{PROPERTY_PREFIX}generation"], basis=properties[f"{PROPERTY_PREFIX}basis"],
+               members=members)
+
+
+def cut_view(pipeline: str) -> str:
+    return f"{SERVING_SCHEMA}._cut_{pipeline}"
+
+
+def serving_view(table: str) -> str:
+    """``gold.merchant_revenue`` is served as ``serving.merchant_revenue``."""
+    return f"{SERVING_SCHEMA}.{table.split('.', 1)[1]}"
+
+
+def cut_view_sql(cut: Cut, locations: dict[str, str], columns: dict[str, list[tuple[str, str]]]) -> str:
+    """``CREATE OR REPLACE VIEW`` of the cut: one branch per member, filling that member's columns.
+
+    ``locations`` maps each member's source table to its folder, ``columns`` each member's table name to its
+    columns and their Spark SQL types."""
+    def items(branch: str, cut_value: str) -> str:
+        filled = [(f"`{column}`" if name == branch else f"CAST(NULL AS {kind})") + f" AS `{name}__{column}`"
+                  for name in (m.name for m in cut.members) for column, kind in columns[name]]
+        return ", ".join([f"'{branch}' AS {BRANCH_COLUMN}", *filled, f"{cut_value} AS {CUT_COLUMN}"])
+
+    described = json.dumps({"pipeline": cut.pipeline, "follows": cut.follows, "generation": cut.generation,
+                            "basis": cut.basis, "members": json.loads(cut.members_json())}, sort_keys=True)
+    branches = [f"SELECT {items(m.name, 'CAST(NULL AS string)')} FROM delta.`{locations[m.source]}` "
+                f"VERSION AS OF {m.version}" for m in cut.members]
+    branches.append(f"SELECT {items(CUT_BRANCH, repr_sql(described))}")
+    return (f"CREATE OR REPLACE VIEW {cut_view(cut.pipeline)} "
+            f"COMMENT 'one cut of {cut.pipeline}: {cut.basis}' TBLPROPERTIES ({_listed(cut.properties())}) AS "
+            + " UNION ALL ".join(branches))
+
+
+def table_view_sql(pipeline: str, table: str, columns: list[str], properties: dict[str, str], comment: str) -> str:
+    """``serving.<table>``: its own branch of the pipeline's cut, under the table's own column names."""
+    name = table.split(".", 1)[1]
+    selected = ", ".join(f"`{name}__{column}` AS `{column}`" for column in columns)
+    return (f"CREATE OR REPLACE VIEW {serving_view(table)} COMMENT '{comment}' TBLPROPERTIES ({_listed(properties)}) "
+            f"AS SELECT {selected} FROM {cut_view(pipeline)} WHERE {BRANCH_COLUMN} = '{name}'")
+
+
+def typed_columns(schema) -> list[tuple[str, str]]:
+    """A schema's columns with their Spark SQL types."""
+    return [(f.name, f.dataType.simpleString()) for f in schema.fields]
+
+
+def repr_sql(text: str) -> str:
+    """A Spark SQL string literal."""
+    return f"'{_quoted(text)}'"
+
+
+def _listed(properties: dict[str, str]) -> str:
+    return ", ".join(f"'{key}' = '{_quoted(value)}'" for key, value in properties.items())
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+# ---- I/O: the catalog and the lock -----------------------------------------------------------------------
+
+def write(spark, settings: Settings, cut: Cut) -> dict[str, list[tuple[str, str]]]:
+    """Point the pipeline's cut view at ``cut`` (one metastore update moves every serving view of it); returns each
+    member's columns."""
+    locations = {m.source: str(table_path(settings, m.source)) for m in cut.members}
+    columns = {m.name: typed_columns(spark.read.format("delta").option("versionAsOf", m.version)
+                                     .load(locations[m.source]).schema)
+               for m in cut.members}
+    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {SERVING_SCHEMA}")
+    spark.sql(cut_view_sql(cut, locations, columns))
+    return columns
+
+
+def read(spark, pipeline: str) -> Cut | None:
+    """The pipeline's current cut, from the catalog alone (no table is read), or None before the first."""
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    name = cut_view(pipeline).split(".", 1)[1]
+    if not external.tableExists(SERVING_SCHEMA, name):
+        return None
+    properties = external.getTable(SERVING_SCHEMA, name).properties()
+    return cut_from_properties({key: properties.apply(key) for key in _property_keys(properties)})
+
+
+def read_all(spark) -> list[Cut]:
+    """Every pipeline's current cut."""
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    if not external.databaseExists(SERVING_SCHEMA):
+        return []
+    names = external.listTables(SERVING_SCHEMA, "_cut_*")
+    cuts = [read(spark, names.apply(i).removeprefix("_cut_")) for i in range(names.size())]
+    return sorted((c for c in cuts if c is not None), key=lambda c: c.pipeline)
+
+
+def _property_keys(properties) -> list[str]:
+    keys, iterator = [], properties.keysIterator()
+    while iterator.hasNext():
+        key = iterator.next()
+        if key.startswith(PROPERTY_PREFIX):
+            keys.append(key)
+    return keys
+
+
+@contextmanager
+def locked(settings: Settings, pipeline: str, wait: bool = True) -> Iterator[bool]:
+    """Hold the pipeline's serving lock; without ``wait``, yields False at once when another process holds it."""
+    path = settings.run_dir / f"serving-{pipeline}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def follow_stream(spark, settings: Settings, pipeline: str, generation: str, app_id: str, batch_id: int,
+                  end_offsets: dict[int, int]) -> Cut | None:
+    """After a micro-batch has committed every table: move the cut to it, when the cut follows this generation's
+    stream. Returns the new cut, or None when the cut does not follow this stream or a dbt run holds it (the next
+    batch moves it). The versions are the ones just committed, as this session's Delta log knows them."""
+    current = read(spark, pipeline)
+    if current is None or current.follows != FOLLOWS_STREAM or current.generation != generation:
+        return None
+    with locked(settings, pipeline, wait=False) as held:
+        if not held:
+            log.info("serving cut of %s: held (a dbt run or a serving decision); batch %d moves it later",
+                     pipeline, batch_id)
+            return None
+        current = read(spark, pipeline)
+        if current is None or current.follows != FOLLOWS_STREAM or current.generation != generation:
+            return None
+        members = tuple(Member(m.table, m.source, latest_version(spark, str(table_path(settings, m.source))),
+                               dict(end_offsets)) for m in current.members)
+        cut = Cut(pipeline, FOLLOWS_STREAM, generation, f"batch {batch_id} of {app_id}", members)
+        write(spark, settings, cut)
+        return cut
+
+
+def latest_version(spark, path: str) -> int:
+    """The newest version this session's Delta log knows, without listing the table's log again: right after this
+    session committed to it, the version it committed (or a later maintenance commit, which changes no row)."""
+    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return delta_log.unsafeVolatileSnapshot().version()
