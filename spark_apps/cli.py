@@ -59,10 +59,15 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
         print("catalog database stopped" if server.stop() else "catalog database was not running")
     elif args.action == "sync":
         from spark_apps.io.catalog import register_warehouse_tables
-        from spark_apps.io.spark_session import get_spark
+        from spark_apps.pipeline.declaration import load_pipeline
+        from spark_apps.serving import state as serving
 
-        found = register_warehouse_tables(get_spark(settings, app_name="kappa-catalog-sync"), settings)
+        spec = args.pipeline or settings.pipeline
+        spark = _spark(settings, "catalog-sync", spec)
+        found = register_warehouse_tables(spark, settings)
         print(f"{len(found)} tables of {settings.warehouse_dir} registered: {', '.join(found) or 'none'}")
+        views = serving.register_views(spark, settings, load_pipeline(spec))
+        print(f"{len(views)} serving views of {load_pipeline(spec).name} pointed at their cut")
     elif server.pid():
         print(f"catalog database running on {server.address} (pid {server.pid()})")
     elif server.answers():
@@ -493,8 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     catalog = commands.add_parser(
         "catalog", help="start, stop or check the catalog database (the Hive metastore every process shares); "
-                        "sync registers every table of the warehouse folder in it (recovery)")
+                        "sync registers every table of the warehouse folder and the serving views in it (recovery)")
     catalog.add_argument("action", choices=("start", "stop", "status", "sync"))
+    catalog.add_argument("--pipeline", help="sync: the pipeline whose serving views to point again (default: settings "
+                                            "pipeline)")
     catalog.set_defaults(handler=_catalog)
 
     sql = commands.add_parser(

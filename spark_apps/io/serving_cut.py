@@ -14,6 +14,9 @@ serving view of the pipeline in one metastore update, and Spark's analyzer resol
 so each statement reads one cut, however many serving views it joins. The cut's offsets and versions are in the cut
 view's properties.
 
+A view is replaced with ``ALTER VIEW ... AS``, never ``CREATE OR REPLACE VIEW``: Spark implements the latter as a
+drop and a create, between which a reader finds no view at all.
+
 Two writers move a cut: the serving state machine when it records decisions, and the stream after each
 micro-batch has committed every table, when the cut follows the stream of its generation. A lock file per pipeline
 serializes them; a dbt run holds it, so dbt reads one cut from start to finish while the stream skips moving it.
@@ -67,6 +70,9 @@ class Cut:
     generation: str
     basis: str
     members: tuple[Member, ...]
+    # The warehouse whose tables the members name: a stream of another warehouse on the same catalog (a test's, or a
+    # copy's) never moves this cut.
+    warehouse: str = ""
 
     @property
     def consistent(self) -> bool:
@@ -86,7 +92,7 @@ class Cut:
     def properties(self) -> dict[str, str]:
         return {f"{PROPERTY_PREFIX}pipeline": self.pipeline, f"{PROPERTY_PREFIX}follows": self.follows,
                 f"{PROPERTY_PREFIX}generation": self.generation, f"{PROPERTY_PREFIX}basis": self.basis,
-                f"{PROPERTY_PREFIX}members": self.members_json()}
+                f"{PROPERTY_PREFIX}members": self.members_json(), f"{PROPERTY_PREFIX}warehouse": self.warehouse}
 
     def describe(self) -> list[str]:
         """The lines ``kappa serving`` prints."""
@@ -103,7 +109,7 @@ def cut_from_properties(properties: dict[str, str]) -> Cut:
                     for m in json.loads(properties[f"{PROPERTY_PREFIX}members"]))
     return Cut(pipeline=properties[f"{PROPERTY_PREFIX}pipeline"], follows=properties[f"{PROPERTY_PREFIX}follows"],
                generation=properties[f"{PROPERTY_PREFIX}generation"], basis=properties[f"{PROPERTY_PREFIX}basis"],
-               members=members)
+               members=members, warehouse=properties.get(f"{PROPERTY_PREFIX}warehouse", ""))
 
 
 def cut_view(pipeline: str) -> str:
@@ -115,8 +121,8 @@ def serving_view(table: str) -> str:
     return f"{SERVING_SCHEMA}.{table.split('.', 1)[1]}"
 
 
-def cut_view_sql(cut: Cut, locations: dict[str, str], columns: dict[str, list[tuple[str, str]]]) -> str:
-    """``CREATE OR REPLACE VIEW`` of the cut: one branch per member, filling that member's columns.
+def cut_view_query(cut: Cut, locations: dict[str, str], columns: dict[str, list[tuple[str, str]]]) -> str:
+    """The cut view's query: one branch per member, filling that member's columns, and the cut's own row.
 
     ``locations`` maps each member's source table to its folder, ``columns`` each member's table name to its
     columns and their Spark SQL types."""
@@ -130,17 +136,26 @@ def cut_view_sql(cut: Cut, locations: dict[str, str], columns: dict[str, list[tu
     branches = [f"SELECT {items(m.name, 'CAST(NULL AS string)')} FROM delta.`{locations[m.source]}` "
                 f"VERSION AS OF {m.version}" for m in cut.members]
     branches.append(f"SELECT {items(CUT_BRANCH, repr_sql(described))}")
-    return (f"CREATE OR REPLACE VIEW {cut_view(cut.pipeline)} "
-            f"COMMENT 'one cut of {cut.pipeline}: {cut.basis}' TBLPROPERTIES ({_listed(cut.properties())}) AS "
-            + " UNION ALL ".join(branches))
+    return " UNION ALL ".join(branches)
 
 
-def table_view_sql(pipeline: str, table: str, columns: list[str], properties: dict[str, str], comment: str) -> str:
-    """``serving.<table>``: its own branch of the pipeline's cut, under the table's own column names."""
+def table_view_query(pipeline: str, table: str, columns: list[str]) -> str:
+    """``serving.<table>``'s query: its own branch of the pipeline's cut, under the table's own column names."""
     name = table.split(".", 1)[1]
     selected = ", ".join(f"`{name}__{column}` AS `{column}`" for column in columns)
-    return (f"CREATE OR REPLACE VIEW {serving_view(table)} COMMENT '{comment}' TBLPROPERTIES ({_listed(properties)}) "
-            f"AS SELECT {selected} FROM {cut_view(pipeline)} WHERE {BRANCH_COLUMN} = '{name}'")
+    return f"SELECT {selected} FROM {cut_view(pipeline)} WHERE {BRANCH_COLUMN} = '{name}'"
+
+
+def view_statements(view: str, exists: bool, query: str, properties: dict[str, str], comment: str) -> list[str]:
+    """Create a view, or replace an existing one without a moment where it is missing.
+
+    Spark's ``CREATE OR REPLACE VIEW`` drops the view and creates it again: a reader between the two finds no view.
+    ``ALTER VIEW ... AS`` replaces the query in one metastore update; the properties follow in a second one (only
+    the lock holders read them, and they hold the lock)."""
+    listed = _listed({**properties, "comment": comment})
+    if not exists:
+        return [f"CREATE VIEW {view} TBLPROPERTIES ({listed}) AS {query}"]
+    return [f"ALTER VIEW {view} AS {query}", f"ALTER VIEW {view} SET TBLPROPERTIES ({listed})"]
 
 
 def typed_columns(schema) -> list[tuple[str, str]]:
@@ -170,9 +185,19 @@ def write(spark, settings: Settings, cut: Cut) -> dict[str, list[tuple[str, str]
     columns = {m.name: typed_columns(spark.read.format("delta").option("versionAsOf", m.version)
                                      .load(locations[m.source]).schema)
                for m in cut.members}
-    spark.sql(f"CREATE SCHEMA IF NOT EXISTS {SERVING_SCHEMA}")
-    spark.sql(cut_view_sql(cut, locations, columns))
+    replace_view(spark, cut_view(cut.pipeline), cut_view_query(cut, locations, columns), cut.properties(),
+                 f"one cut of {cut.pipeline}: {cut.basis}")
     return columns
+
+
+def replace_view(spark, view: str, query: str, properties: dict[str, str], comment: str) -> None:
+    """``view_statements`` on this session's catalog."""
+    schema, name = view.split(".", 1)
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    if not external.databaseExists(schema):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    for statement in view_statements(view, external.tableExists(schema, name), query, properties, comment):
+        spark.sql(statement)
 
 
 def read(spark, pipeline: str) -> Cut | None:
@@ -226,8 +251,11 @@ def follow_stream(spark, settings: Settings, pipeline: str, generation: str, app
     """After a micro-batch has committed every table: move the cut to it, when the cut follows this generation's
     stream. Returns the new cut, or None when the cut does not follow this stream or a dbt run holds it (the next
     batch moves it). The versions are the ones just committed, as this session's Delta log knows them."""
-    current = read(spark, pipeline)
-    if current is None or current.follows != FOLLOWS_STREAM or current.generation != generation:
+    def followed(cut: Cut | None) -> bool:
+        return (cut is not None and cut.follows == FOLLOWS_STREAM and cut.generation == generation
+                and cut.warehouse == str(settings.warehouse_dir))
+
+    if not followed(read(spark, pipeline)):
         return None
     with locked(settings, pipeline, wait=False) as held:
         if not held:
@@ -235,11 +263,11 @@ def follow_stream(spark, settings: Settings, pipeline: str, generation: str, app
                      pipeline, batch_id)
             return None
         current = read(spark, pipeline)
-        if current is None or current.follows != FOLLOWS_STREAM or current.generation != generation:
+        if not followed(current):
             return None
         members = tuple(Member(m.table, m.source, latest_version(spark, str(table_path(settings, m.source))),
                                dict(end_offsets)) for m in current.members)
-        cut = Cut(pipeline, FOLLOWS_STREAM, generation, f"batch {batch_id} of {app_id}", members)
+        cut = Cut(pipeline, FOLLOWS_STREAM, generation, f"batch {batch_id} of {app_id}", members, current.warehouse)
         write(spark, settings, cut)
         return cut
 

@@ -338,9 +338,11 @@ def register_views(spark, settings: Settings, pipeline: Pipeline) -> list[Decisi
             pinned = f" VERSION AS OF {d.source_version}" if d.source_version is not None else ""
             properties = {"kappa.serving.mode": d.mode, "kappa.serving.source": served_from(d),
                           "kappa.serving.run_id": d.run_id, "kappa.serving.cut": serving_cut.cut_view(pipeline.name)}
-            spark.sql(serving_cut.table_view_sql(
-                pipeline.name, d.table, [column for column, _ in columns[d.table.split(".", 1)[1]]], properties,
-                f"{d.mode}: {d.source_table}{pinned.lower()} (decided by run {d.run_id})"))
+            serving_cut.replace_view(
+                spark, d.view,
+                serving_cut.table_view_query(pipeline.name, d.table,
+                                             [column for column, _ in columns[d.table.split(".", 1)[1]]]),
+                properties, f"{d.mode}: {d.source_table}{pinned.lower()} (decided by run {d.run_id})")
     if not cut.consistent:
         log.warning("serving %s: the tables of its cut reflect different offsets: %s", pipeline.name,
                     "; ".join(cut.describe()))
@@ -360,7 +362,7 @@ def decided_cut(spark, settings: Settings, pipeline: Pipeline, decisions: list[D
         members = tuple(Member(d.table, d.source_table, alignment.versions[d.source_table], position.end_offsets)
                         for d in sorted(decisions, key=lambda d: d.table))
         return Cut(pipeline.name, serving_cut.FOLLOWS_STREAM, generation,
-                   f"batch {position.batch_id} of {position.app_id}", members)
+                   f"batch {position.batch_id} of {position.app_id}", members, str(settings.warehouse_dir))
     runs = _ledger_runs(spark, settings, pipeline.name)
     snapshots = [runs.get(("snapshot", d.table, d.source_table, d.source_version)) for d in decisions
                  if d.mode == LAMBDA]
@@ -379,7 +381,7 @@ def decided_cut(spark, settings: Settings, pipeline: Pipeline, decisions: list[D
             spark, str(table_path(settings, d.source_table)))
         members.append(Member(d.table, d.source_table, version, _offsets(row)))
     basis = f"run {anchor['run_id']}" if anchor is not None else f"run {decisions[0].run_id}"
-    return Cut(pipeline.name, serving_cut.FOLLOWS_AUDIT, generation, basis, tuple(members))
+    return Cut(pipeline.name, serving_cut.FOLLOWS_AUDIT, generation, basis, tuple(members), str(settings.warehouse_dir))
 
 
 def _ledger_runs(spark, settings: Settings, pipeline: str) -> dict[tuple, dict]:

@@ -31,6 +31,17 @@ def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> Iterato
 
 
 @pytest.fixture(scope="session")
+def sql_endpoint(spark, settings):
+    """The SQL endpoint (Spark's Thrift Server) on the session's catalog, for tests that read through a SQL client."""
+    from spark_apps.serving.sql_endpoint import SqlEndpoint
+
+    endpoint = SqlEndpoint(settings, stop_with_parent=True)
+    endpoint.start()
+    yield endpoint
+    endpoint.stop()
+
+
+@pytest.fixture(scope="session")
 def audited(spark, restarted_stream) -> AuditRun:
     """The restarted stream audited while the producer has already written past its last batch."""
     stream_settings = restarted_stream.job.settings

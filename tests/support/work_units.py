@@ -20,6 +20,7 @@ HEAVIEST_FIRST = (
     "tests/integration/pipeline/test_two_pipelines.py",
     "tests/integration/pipeline/test_pipelines.py",
     "tests/integration/serving/test_replay.py",
+    "tests/integration/serving/test_sql_endpoint.py",
     "tests/integration/pipeline/test_walkthrough.py",
     "tests/integration/stream/test_stream_cli.py",
     "tests/integration/ops/test_supervised_stream.py",

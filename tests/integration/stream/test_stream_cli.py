@@ -28,7 +28,8 @@ def test_continuous_stream_writes_a_heartbeat_listens_on_loopback_only_and_stops
                        GeneratorRequest(seed=21, events=400, base_time_ms=int(time.time()) * 1000), show_progress=False)
     send(settings, topic, events_from_the_future(produced.manifest, 3), total=3, show_progress=False)
     env = {**os.environ, "KAPPA_HOME": str(tmp_path), "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-           "KAPPA_EVENTS_TOPIC": topic, "KAPPA_SPARK_JARS_DIR": str(settings.spark_jars_dir),
+           "KAPPA_CATALOG_PORT": str(settings.catalog_port), "KAPPA_EVENTS_TOPIC": topic,
+           "KAPPA_SPARK_JARS_DIR": str(settings.spark_jars_dir),
            "KAPPA_SPARK_SHUFFLE_PARTITIONS": "2", "KAPPA_TRIGGER_INTERVAL_S": "1", "KAPPA_SPARK_UI_ENABLED": "true"}
     stream = subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--continuous"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

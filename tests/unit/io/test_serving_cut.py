@@ -10,14 +10,14 @@ from spark_apps.io.serving_cut import (
     Cut,
     Member,
     cut_from_properties,
-    cut_view,
-    cut_view_sql,
-    table_view_sql,
+    cut_view_query,
+    table_view_query,
+    view_statements,
 )
 
 STREAM_CUT = Cut("marketplace", FOLLOWS_STREAM, "g2", "batch 7 of app-1", (
     Member("gold.order_status", "gold.order_status__g2", 12, {0: 40, 1: 35}),
-    Member("gold.merchant_revenue", "gold.merchant_revenue__g2", 9, {0: 40, 1: 35})))
+    Member("gold.merchant_revenue", "gold.merchant_revenue__g2", 9, {0: 40, 1: 35})), warehouse="/w")
 COLUMNS = {"order_status": [("order_id", "string"), ("status", "string")],
            "merchant_revenue": [("merchant_id", "string"), ("net_cents", "bigint")]}
 LOCATIONS = {"gold.order_status__g2": "/w/gold.db/order_status__g2",
@@ -38,9 +38,7 @@ def test_a_cut_whose_tables_reflect_different_offsets_is_not_consistent():
 
 
 def test_the_cut_view_pins_every_table_to_its_version_in_a_branch_of_its_own():
-    sql = cut_view_sql(STREAM_CUT, LOCATIONS, COLUMNS)
-    assert sql.startswith(f"CREATE OR REPLACE VIEW {cut_view('marketplace')} ")
-    branches = sql.split(" UNION ALL ")
+    branches = cut_view_query(STREAM_CUT, LOCATIONS, COLUMNS).split(" UNION ALL ")
     assert len(branches) == 3, "one branch per gold table and one for the cut itself"
     orders, revenue, described = branches
     assert orders.endswith("FROM delta.`/w/gold.db/order_status__g2` VERSION AS OF 12")
@@ -56,11 +54,21 @@ def test_the_cut_view_pins_every_table_to_its_version_in_a_branch_of_its_own():
 
 
 def test_a_serving_view_selects_its_own_branch_under_its_own_column_names():
-    sql = table_view_sql("marketplace", "gold.order_status", ["order_id", "status"], {"kappa.serving.mode": "kappa"},
-                         "kappa: gold.order_status__g2")
-    assert sql.startswith("CREATE OR REPLACE VIEW serving.order_status ")
-    assert sql.endswith("AS SELECT `order_status__order_id` AS `order_id`, `order_status__status` AS `status` "
-                        "FROM serving._cut_marketplace WHERE served_table = 'order_status'")
+    assert table_view_query("marketplace", "gold.order_status", ["order_id", "status"]) == (
+        "SELECT `order_status__order_id` AS `order_id`, `order_status__status` AS `status` "
+        "FROM serving._cut_marketplace WHERE served_table = 'order_status'")
+
+
+def test_an_existing_view_is_altered_in_place_never_dropped_and_created_again():
+    """Spark's CREATE OR REPLACE VIEW drops the view first: a reader in between would find none."""
+    query, properties = "SELECT 1 AS x", {"kappa.cut.basis": "run it's"}
+    assert view_statements("serving.v", False, query, properties, "new") == [
+        "CREATE VIEW serving.v TBLPROPERTIES ('kappa.cut.basis' = 'run it\\'s', 'comment' = 'new') AS SELECT 1 AS x"]
+    altered = view_statements("serving.v", True, query, properties, "moved")
+    assert altered == ["ALTER VIEW serving.v AS SELECT 1 AS x",
+                       "ALTER VIEW serving.v SET TBLPROPERTIES ('kappa.cut.basis' = 'run it\\'s', "
+                       "'comment' = 'moved')"]
+    assert not any("REPLACE" in statement or "DROP" in statement for statement in altered)
 
 
 def _cut_literal(branch: str) -> str:
