@@ -1,24 +1,20 @@
 """Serving to any SQL client at one consistent cut: the SQL endpoint (Spark's Thrift Server) over the shared catalog.
 
 A real client reads the platform's tables by name: Spark's own beeline, and PyHive (the HiveServer2 protocol, the
-client dbt's thrift target uses). While a `kappa stream` process moves the serving cut batch after batch, every read
-of all serving views in one statement reflects one log prefix; a fallback is seen by a session opened before it.
+client dbt's thrift target uses). While the stream moves the serving cut batch after batch, every read of all
+serving views in one statement reflects one log prefix; a fallback is seen by a session opened before it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import uuid
 
 import pytest
 from pyhive import hive
 
 from spark_apps.audit.recompute import version_for_batch
-from spark_apps.core.settings import PROJECT_ROOT
 from spark_apps.core.waiting import poll
 from spark_apps.io import serving_cut
 from spark_apps.io.catalog import table_path
@@ -27,6 +23,7 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.serving.sql_endpoint import beeline_command
+from spark_apps.stream.job import StreamJob
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 from tests.support.topics import delete_topics
 
@@ -71,26 +68,22 @@ def read_every_view(cursor) -> tuple[dict, dict[str, int]]:
 def test_every_read_of_all_serving_views_reflects_one_cut_while_the_stream_moves_it(spark, platform, session):
     first, _ = read_every_view(session)
     assert first["follows"] == serving_cut.FOLLOWS_STREAM
-    env = {**os.environ, **platform.as_env()}
-    stream = subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "stream", "--continuous"], env=env,
-                              cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    job = StreamJob(spark, platform, PIPELINE)
+    query = job.start(until_caught_up=False)
     reads: list[tuple[dict, dict[str, int]]] = []
     try:
         for seed in range(62, 65):
             produce_hard_cases(platform, total=100, seed=seed)
 
             def moved() -> bool:
-                assert stream.poll() is None, stream.stderr.read()[-3000:]
+                assert query.isActive, query.exception()
                 reads.append(read_every_view(session))
                 return reads[-1][0]["basis"] != (reads[-2][0] if len(reads) > 1 else first)["basis"]
 
             assert poll(moved, timeout_s=300, every_s=0), "the stream did not move the serving cut"
-        stream.send_signal(signal.SIGTERM)
-        assert stream.wait(timeout=120) == 0, stream.stderr.read()[-3000:]
     finally:
-        if stream.poll() is None:
-            stream.kill()
-            stream.wait()
+        query.stop()
+        job.fence.release()
 
     cuts = {json.dumps(cut, sort_keys=True): (cut, counts) for cut, counts in reads}
     assert len(cuts) >= 3, "reads were made while the cut moved, batch after batch"
