@@ -22,7 +22,7 @@ if os.environ.get("PYTEST_XDIST_WORKER") and getattr(_main, "__spec__", None) is
 
 
 @pytest.fixture(scope="session")
-def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def session_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """Settings of the test session: own ports and home, the project's fetched jars."""
     jars = PROJECT_ROOT / "var" / "jars"
     return Settings(
@@ -39,12 +39,18 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     )
 
 
+@pytest.fixture(scope="session")
+def settings(session_settings: Settings) -> Settings:
+    """The session's settings; a module may override this name with settings of its own (pure logic)."""
+    return session_settings
+
+
 @pytest.fixture(scope="session", autouse=True)
-def catalog_database(settings: Settings):
+def catalog_database(session_settings: Settings):
     """The session's own catalog database: every Spark process a test starts registers its tables there."""
     from spark_apps.services.catalog_server import CatalogServer
 
-    server = CatalogServer(settings, stop_with_parent=True)
+    server = CatalogServer(session_settings, stop_with_parent=True)
     server.start()
     yield server
     server.stop()
