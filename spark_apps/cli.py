@@ -328,7 +328,7 @@ def _replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _serving_line(decision, with_run: bool = True) -> str:
-    pinned = f" v{decision.source_version}" if decision.source_version is not None else " (latest)"
+    pinned = f" v{decision.source_version}" if decision.source_version is not None else " (at the cut below)"
     change = f"{decision.previous_mode} -> {decision.mode}" if decision.changed else decision.mode
     run = f" run {decision.run_id}:" if with_run else ""
     return f"{decision.view:32s} {change:18s} reads {decision.source_table}{pinned};{run} {decision.reason}"
