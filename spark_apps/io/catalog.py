@@ -68,6 +68,24 @@ def registered_location(spark, table: str) -> str | None:
     return location.get().getPath().rstrip("/") if location.isDefined() else None
 
 
+def forget_foreign_tables(spark, settings: Settings, schema: str) -> list[str]:
+    """Drop from the catalog the names of ``schema`` registered at folders outside this warehouse (another
+    warehouse's tables on the same catalog), so that a tool creating them by name (dbt) creates them here; their data
+    stays where it is. Returns the names dropped."""
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    if not external.databaseExists(schema):
+        return []
+    names = external.listTables(schema)
+    home = str(settings.warehouse_dir).rstrip("/") + "/"
+    forgotten = []
+    for name in (names.apply(i) for i in range(names.size())):
+        location = registered_location(spark, f"{schema}.{name}")
+        if location is not None and not location.startswith(home):
+            _forget(spark, schema, name)
+            forgotten.append(f"{schema}.{name}")
+    return forgotten
+
+
 def _forget(spark, schema: str, name: str) -> None:
     """Drop a name from the catalog and this session's cache of it, without loading the table it names."""
     identifier = spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier(name, spark._jvm.scala.Some(schema))

@@ -30,6 +30,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import dbt_log, dbt_target
 from spark_apps.core.settings import Settings
 from spark_apps.io import serving_cut
+from spark_apps.io.catalog import forget_foreign_tables
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA
@@ -42,6 +43,8 @@ FAILED_STATUSES = frozenset({"error", "fail", "runtime error"})
 COMMANDS = {"build": ["build"], "run": ["run"], "test": ["test"], "freshness": ["source", "freshness"],
             "docs": ["docs", "generate", "--static"]}
 # dbt commands that read the serving views; `docs generate` and `parse` only describe the project.
+# The schema of the project's marts (dbt_project.yml), Delta tables under this warehouse's marts.db.
+MARTS_SCHEMA = "marts"
 READING_COMMANDS = frozenset({"build", "run", "test", "seed", "snapshot", "source", "show"})
 
 
@@ -155,6 +158,8 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
         log.info("dbt %s over %s", command, ", ".join(f"{v} <- {s}" for v, s in served.items()))
     # Every command sees the views as the serving state says: `docs generate` introspects them too.
     serving.register_views(spark, settings, pipeline)
+    # The marts are dbt's tables in this warehouse: a name another warehouse registered on the catalog is let go.
+    forget_foreign_tables(spark, settings, MARTS_SCHEMA)
     # Holding the serving lock keeps the cut where it is for the whole run: every model reads the same log prefix.
     with serving_cut.locked(settings, pipeline.name):
         outcome = _views_first(settings, pipeline, list(args)) or _invoke(settings, pipeline, list(args))

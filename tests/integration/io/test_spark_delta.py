@@ -6,7 +6,12 @@ import shutil
 import pytest
 from kafka import KafkaProducer
 
-from spark_apps.io.catalog import register_table, register_warehouse_tables, table_path
+from spark_apps.io.catalog import (
+    forget_foreign_tables,
+    register_table,
+    register_warehouse_tables,
+    table_path,
+)
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.topics import partition_offsets
 
@@ -59,3 +64,17 @@ def test_a_name_registered_at_a_folder_since_deleted_is_registered_again_at_the_
     register_table(spark, kept, "scratch.numbers")
     assert spark.table("scratch.numbers").count() == 5
     spark.sql("DROP TABLE scratch.numbers")
+
+
+def test_names_another_warehouse_registered_are_let_go_and_this_warehouses_are_kept(spark, settings, tmp_path):
+    """dbt creates its marts by name: a name left by another warehouse on the catalog would point it elsewhere."""
+    other, here = (settings.with_overrides(warehouse_dir=tmp_path / name) for name in ("other", "here"))
+    for owner, table in ((other, "scratch.theirs"), (here, "scratch.ours")):
+        spark.range(2).write.format("delta").save(str(table_path(owner, table)))
+        register_table(spark, owner, table)
+    forgotten = forget_foreign_tables(spark, here, "scratch")
+    assert "scratch.theirs" in forgotten and "scratch.ours" not in forgotten
+    assert not spark.catalog.tableExists("scratch.theirs")
+    assert spark.table("scratch.ours").count() == 2
+    assert (table_path(other, "scratch.theirs") / "_delta_log").exists(), "only the name goes; the data stays"
+    spark.sql("DROP TABLE scratch.ours")
