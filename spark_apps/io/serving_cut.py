@@ -182,12 +182,22 @@ def write(spark, settings: Settings, cut: Cut) -> dict[str, list[tuple[str, str]
     """Point the pipeline's cut view at ``cut`` (one metastore update moves every serving view of it); returns each
     member's columns."""
     locations = {m.source: str(table_path(settings, m.source)) for m in cut.members}
-    columns = {m.name: typed_columns(spark.read.format("delta").option("versionAsOf", m.version)
-                                     .load(locations[m.source]).schema)
-               for m in cut.members}
+    columns = {m.name: _columns_at(spark, locations[m.source], m.version) for m in cut.members}
     replace_view(spark, cut_view(cut.pipeline), cut_view_query(cut, locations, columns), cut.properties(),
                  f"one cut of {cut.pipeline}: {cut.basis}")
     return columns
+
+
+def _columns_at(spark, path: str, version: int) -> list[tuple[str, str]]:
+    """A table's columns at ``version``: from the snapshot this session already holds when it is that version (the
+    stream's case, right after its commits), else from the version itself (which builds that snapshot)."""
+    from pyspark.sql.types import StructType
+
+    snapshot = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path) \
+        .unsafeVolatileSnapshot()
+    if snapshot.version() == version:
+        return typed_columns(StructType.fromJson(json.loads(snapshot.schema().json())))
+    return typed_columns(spark.read.format("delta").option("versionAsOf", version).load(path).schema)
 
 
 def replace_view(spark, view: str, query: str, properties: dict[str, str], comment: str) -> None:
