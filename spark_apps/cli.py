@@ -61,11 +61,17 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
         from spark_apps.io.catalog import register_warehouse_tables
         from spark_apps.pipeline.declaration import load_pipeline
         from spark_apps.serving import state as serving
+        from spark_apps.serving.generations import resolve
+        from spark_apps.stream.job import register_derived_views
 
         spec = args.pipeline or settings.pipeline
         spark = _spark(settings, "catalog-sync", spec)
         found = register_warehouse_tables(spark, settings)
         print(f"{len(found)} tables of {settings.warehouse_dir} registered: {', '.join(found) or 'none'}")
+        pipeline, generation = resolve(spark, settings, spec)
+        if pipeline.tables(generation).events in found:
+            derived = register_derived_views(spark, settings, pipeline, generation)
+            print(f"views {', '.join(derived)} pointed at those tables")
         views = serving.register_views(spark, settings, load_pipeline(spec))
         print(f"{len(views)} serving views of {load_pipeline(spec).name} pointed at their cut")
     elif server.pid():

@@ -79,7 +79,7 @@ def run_demo(settings: Settings) -> int:
 
     _step("what the stream tables hold")
     tables = job.tables
-    for name in pipeline.stream_table_names(commit_log=False):
+    for name in [*pipeline.stream_table_names(commit_log=False), *pipeline.derived_table_names()]:
         print(f"{name:32s} {spark.table(name).count():>10,} rows")
     reasons = spark.table(tables.dead_letters).groupBy("reason").count().orderBy("reason").collect()
     print("dead letters by reason: " + ", ".join(f"{r['reason']}={r['count']}" for r in reasons))

@@ -24,7 +24,7 @@ from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
-from spark_apps.transforms.events import COORDINATES, losers, winners, with_high_water
+from spark_apps.transforms.events import COORDINATES, duplicates, late_events, winners, with_high_water
 from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
 
 log = logging.getLogger(__name__)
@@ -46,18 +46,40 @@ class StreamTable:
     stream: str
     snapshot: str
     keys: tuple[str, ...]
+    # A view of the stream's tables rather than a table it writes (``TableNames.derived``).
+    derived: bool = False
 
 
 def stream_tables(pipeline: Pipeline, generation: str = "") -> list[StreamTable]:
-    """Every table the stream maintains (the commit log aside), with the key that identifies a row."""
+    """Every table the stream maintains (the commit log aside), written or derived, with the key that identifies a
+    row."""
     base = pipeline.tables()
     event_key = (pipeline.schema.id_field,)
     keys = {base.events: event_key, base.late_events: event_key,
             **{base.gold(g.name): g.primary_keys for g in pipeline.gold_tables}}
-    pairs = zip(pipeline.stream_table_names(commit_log=False),
-                pipeline.stream_table_names(generation, commit_log=False), strict=True)
-    return [StreamTable(label, stream, f"{SNAPSHOT_SCHEMA}.{label.split('.', 1)[1]}", keys.get(label, COORDINATES))
-            for label, stream in pairs]
+    written = zip(pipeline.stream_table_names(commit_log=False),
+                  pipeline.stream_table_names(generation, commit_log=False), strict=True)
+    derived = zip(pipeline.derived_table_names(), pipeline.derived_table_names(generation), strict=True)
+    return [StreamTable(label, stream, f"{SNAPSHOT_SCHEMA}.{label.split('.', 1)[1]}", keys.get(label, COORDINATES),
+                        derived=is_view)
+            for pairs, is_view in ((written, False), (derived, True)) for label, stream in pairs]
+
+
+def read_stream_table(spark, settings: Settings, pipeline: Pipeline, table: StreamTable, versions: dict[str, int],
+                      generation: str = ""):
+    """The stream's side of ``table`` at the versions of one alignment: a written table at its version, a derived
+    one computed from the tables below it at theirs, by the same function that defines its view."""
+    names = pipeline.tables(generation)
+
+    def at_version(name: str):
+        return (spark.read.format("delta").option("versionAsOf", versions[name])
+                .load(str(table_path(settings, name))))
+
+    if not table.derived:
+        return at_version(table.stream)
+    if table.stream == names.late_events:
+        return late_events(at_version(names.events))
+    return duplicates(at_version(names.candidates), at_version(names.events), pipeline.schema.id_field)
 
 
 def bronze_equivalent(records):
@@ -154,10 +176,13 @@ def _version_at(spark, path: str, as_of: dt.datetime) -> int:
 
 def table_versions(spark, settings: Settings, pipeline: Pipeline, position: StreamPosition,
                    generation: str = "") -> dict[str, int]:
-    """Per stream table, the version that reflects exactly the batch of ``position``."""
-    return {t.stream: version_for_batch(spark, str(table_path(settings, t.stream)), position.app_id,
-                                        position.batch_id)
-            for t in stream_tables(pipeline, generation)}
+    """Per stream table, the version that reflects exactly the batch of ``position``; a derived table (a view)
+    takes the version of the events it is a view of."""
+    versions = {t.stream: version_for_batch(spark, str(table_path(settings, t.stream)), position.app_id,
+                                            position.batch_id)
+                for t in stream_tables(pipeline, generation) if not t.derived}
+    events = versions[pipeline.tables(generation).events]
+    return versions | {name: events for name in pipeline.derived_table_names(generation)}
 
 
 def check_log_complete(spark, settings: Settings, topic: str, source: str, what: str) -> None:
@@ -230,8 +255,8 @@ def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=la
     on_time = events.where("NOT is_late")
     assert_deterministic(pipeline, on_time, settings)
     frames = {labels.bronze: bronze_equivalent(parsed), labels.dead_letters: dead_letters(parsed),
-              labels.candidates: candidates, labels.events: events, labels.late_events: events.where("is_late"),
-              labels.duplicates: losers(candidates, schema.id_field)}
+              labels.candidates: candidates, labels.events: events, labels.late_events: late_events(events),
+              labels.duplicates: duplicates(candidates, events, schema.id_field)}
     for gold in pipeline.gold_tables:
         frames[labels.gold(gold.name)] = materialize(gold.compute(gold.key_rows(on_time, settings), settings))
     return frames

@@ -23,6 +23,7 @@ from spark_apps.audit.recompute import (
     StreamTable,
     align,
     bronze_equivalent,
+    read_stream_table,
     recompute,
     stream_tables,
     table_versions,
@@ -132,7 +133,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
     validator = Validator(settings, pipeline.name)
     compare_s = validate_s = 0.0
     for table in _selected(pipeline, generation, only):
-        stream = _read(spark, settings, table.stream, versions[table.stream])
+        stream = read_stream_table(spark, settings, pipeline, table, versions, generation)
         if table.label == pipeline.tables().bronze:
             stream = bronze_equivalent(stream)
         batch = _read(spark, settings, table.snapshot, snapshot.versions[table.snapshot])
@@ -214,8 +215,9 @@ def _record_counts(spark, settings: Settings, pipeline: Pipeline, generation: st
                    versions: dict[str, int]) -> list[ContractCheck]:
     """Every record of ``[start, O)`` is accounted for, on both sides."""
     t = pipeline.tables(generation)
-    snapshots = {s.stream: s.snapshot for s in stream_tables(pipeline, generation)}
-    stream = {name: _read(spark, settings, name, versions[name]).count()
+    tables = {s.stream: s for s in stream_tables(pipeline, generation)}
+    snapshots = {name: table.snapshot for name, table in tables.items()}
+    stream = {name: read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
               for name in (t.bronze, t.candidates, t.dead_letters, t.events, t.duplicates, t.late_events)}
     flagged_late = _read(spark, settings, t.events, versions[t.events]).where("is_late").count()
     batch = {name: _read(spark, settings, snapshots[name], snapshot.versions[snapshots[name]]).count()

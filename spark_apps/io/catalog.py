@@ -106,6 +106,29 @@ def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tu
     register_table(spark, settings, table)
 
 
+def ensure_view(spark, view: str, query: str) -> None:
+    """Create the view ``view`` as ``query``, or point it at ``query`` when it reads something else (a name shared
+    with another warehouse on the same catalog, or a table of that name from an older layout, whose data stays)."""
+    schema, name = _split(view)
+    if not spark.catalog.databaseExists(schema):
+        spark.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    external = spark._jsparkSession.sharedState().externalCatalog()
+    if not external.tableExists(schema, name):
+        spark.sql(f"CREATE VIEW {view} AS {query}")
+        return
+    found = external.getTable(schema, name)
+    if found.tableType().name() != "VIEW":
+        _forget(spark, schema, name)
+        spark.sql(f"CREATE VIEW {view} AS {query}")
+    elif not found.viewText().isDefined() or found.viewText().get() != query:
+        spark.sql(f"ALTER VIEW {view} AS {query}")
+
+
+def delta_relation(settings: Settings, table: str) -> str:
+    """SQL naming the Delta table of this warehouse by its folder, whatever the catalog's name points at."""
+    return "delta.`" + str(table_path(settings, table)).replace("`", "``") + "`"
+
+
 def _split(table: str) -> tuple[str, str]:
     parts = table.split(".")
     if len(parts) != 2 or not all(parts):

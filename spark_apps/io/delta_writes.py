@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 
 from delta.exceptions import (
@@ -40,6 +41,8 @@ CONFLICTS = (DeltaConcurrentModificationException, ConcurrentWriteException, Met
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# A batch's own commit is among a table's newest ones: only maintenance (OPTIMIZE, VACUUM) commits in between.
+BATCH_COMMIT_LOOKBACK = 20
 
 
 @contextmanager
@@ -57,6 +60,56 @@ def idempotent_append(df: DataFrame, path: str, app_id: str, batch_id: int) -> N
     (df.write.format("delta").mode("append")
      .option("txnAppId", app_id).option("txnVersion", str(batch_id))
      .save(path))
+
+
+@contextmanager
+def _transaction(spark, app_id: str, batch_id: int) -> Iterator[None]:
+    """MERGE's (app id, version) pair: Delta skips the MERGE when the table recorded it already."""
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(batch_id))
+    try:
+        yield
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
+
+
+def merge_earliest(spark, path: str, keys: KeySet, rows: DataFrame, earlier: str, app_id: str,
+                   batch_id: int) -> None:
+    """Keep, per key, whichever row comes first: insert a row whose key is new, replace a row when the new one is
+    ``earlier`` (SQL over ``s``, the new row, and ``t``, the table's), leave it otherwise. Merging the first row of
+    each batch gives the first row of all of them, without reading the earlier rows back."""
+    from delta.tables import DeltaTable
+
+    match = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys.keys)
+    assignments = {f"`{c}`": f"s.`{c}`" for c in rows.columns}
+    with _transaction(spark, app_id, batch_id):
+        (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), f"{match}{keys.prune}")
+         .whenMatchedUpdate(condition=earlier, set=assignments)
+         .whenNotMatchedInsert(values=assignments)
+         .execute())
+
+
+@dataclass(frozen=True)
+class BatchCommit:
+    """The commit one micro-batch made to a table: its version and Delta's operation metrics."""
+
+    version: int
+    metrics: dict[str, str]
+
+
+def batch_commit(spark, path: str, app_id: str, batch_id: int) -> BatchCommit | None:
+    """The commit of (app id, batch id) to the table, from its newest commits (a batch looks for its own right after
+    making it, or after an earlier attempt made it); None when the batch made none."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, path).history(BATCH_COMMIT_LOOKBACK) \
+        .select("version", "userMetadata", "operationMetrics").collect()
+    for row in history:
+        meta = json.loads(row.userMetadata) if row.userMetadata else {}
+        if meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:
+            return BatchCommit(row.version, dict(row.operationMetrics or {}))
+    return None
 
 
 def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected: KeySet, recomputed: DataFrame,
@@ -87,17 +140,12 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected:
     changed = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in value_columns) or "false"
     assignments = {f"`{c}`": f"s.`{c}`" for c in recomputed.columns}
 
-    spark.conf.set(TXN_APP_ID, app_id)
-    spark.conf.set(TXN_VERSION, str(batch_id))
-    try:
+    with _transaction(spark, app_id, batch_id):
         (target.alias("t").merge(source.alias("s"), f"{match}{affected.prune}")
          .whenMatchedDelete(condition="s._delete")
          .whenMatchedUpdate(condition=f"NOT s._delete AND ({changed})", set=assignments)
          .whenNotMatchedInsert(condition="NOT s._delete", values=assignments)
          .execute())
-    finally:
-        spark.conf.unset(TXN_APP_ID)
-        spark.conf.unset(TXN_VERSION)
 
 
 def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,

@@ -93,7 +93,7 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
 def maintained_tables(pipeline: Pipeline) -> list[str]:
     """The stream tables and their commit log, their batch snapshots, and the audit tables every pipeline shares."""
     tables = stream_tables(pipeline)
-    return [*(t.stream for t in tables), pipeline.tables().commits, *(t.snapshot for t in tables),
+    return [*(t.stream for t in tables if not t.derived), pipeline.tables().commits, *(t.snapshot for t in tables),
             *SHARED_AUDIT_TABLES]
 
 

@@ -93,9 +93,13 @@ class Pipeline:
         return TableNames(self.table_prefix, generation)
 
     def stream_table_names(self, generation: str = "", commit_log: bool = True) -> list[str]:
-        """Every table the stream writes, in the order a micro-batch commits them (the commit log last)."""
+        """Every Delta table the stream writes, in the order a micro-batch commits them (the commit log last)."""
         names = self.tables(generation).in_write_order([table.name for table in self.gold_tables])
         return names if commit_log else names[:-1]
+
+    def derived_table_names(self, generation: str = "") -> list[str]:
+        """The silver tables that are views of the stream's tables, not written by it (``TableNames.derived``)."""
+        return self.tables(generation).derived()
 
 
 @dataclass(frozen=True)
@@ -145,8 +149,14 @@ class TableNames:
 
     def in_write_order(self, gold_tables: list[str]) -> list[str]:
         """The stream's tables in commit order: the commit log comes last, so it never runs ahead of a table."""
-        return [self.bronze, self.dead_letters, self.candidates, self.events, self.duplicates, self.late_events,
+        return [self.bronze, self.dead_letters, self.candidates, self.events,
                 *[self.gold(name) for name in gold_tables], self.commits]
+
+    def derived(self) -> list[str]:
+        """Views over the candidates and events, never written by the stream: the late events (events flagged
+        late) and the duplicates (every candidate but its event's winner). A micro-batch that commits the two
+        tables below them has updated them too, in the same commits."""
+        return [self.late_events, self.duplicates]
 
 
 def registered_pipelines() -> list[str]:

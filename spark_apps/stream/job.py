@@ -3,12 +3,15 @@
 Per micro-batch (``foreachBatch``), in this order, each write idempotent for (app id, batch id):
 
 1. ``bronze.events_raw``: every record with its log coordinates and append time (append);
-2. ``audit.dead_letters``: records that failed parsing or validation, with the reason (append);
+2. ``audit.dead_letters``: records that failed parsing or validation, with the reason (append, when any);
 3. ``silver.event_candidates``: every valid record (append) - so bronze = candidates + dead letters;
-4. ``silver.events`` / ``silver.duplicates`` / ``silver.late_events``: for the event ids the batch
-   touches, recomputed from all their candidates (the lowest partition, offset wins);
+4. ``silver.events``: the batch's first record of each event id, MERGEd so that the record earliest in the log
+   (lowest partition, offset) wins - the minimum of all candidates, without reading them back;
 5. each gold table: for the keys the batch touches, recomputed completely from silver (MERGE);
 6. ``audit.stream_commits``: the batch id and the log prefix the tables now reflect.
+
+``silver.late_events`` and ``silver.duplicates`` are views of the candidates and events, so the commits of steps 3
+and 4 update them too.
 
 Every one of those commits also carries the batch id and end offsets in its ``userMetadata``.
 Replaying a batch after a crash at any point leaves every table as if it ran once; a batch already in the
@@ -34,8 +37,15 @@ from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.progress import timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut
-from spark_apps.io.catalog import ensure_table, table_path
-from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed, with_retries
+from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, table_path
+from spark_apps.io.delta_writes import (
+    batch_commit,
+    commit_metadata,
+    idempotent_append,
+    merge_earliest,
+    upsert_recomputed,
+    with_retries,
+)
 from spark_apps.io.fencing import CheckpointFence
 from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
 from spark_apps.io.spark_session import choose_execution
@@ -45,11 +55,11 @@ from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_a
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.transforms.events import (
-    COORDINATES,
+    duplicates_query,
+    earlier_in_log,
     future_flag,
     high_water_marks,
-    lateness_flag,
-    losers,
+    late_events_query,
     rows_of_keys,
     touched_keys,
     winners,
@@ -61,7 +71,6 @@ from spark_apps.transforms.parsing import (
     candidate_rows,
     dead_letters,
     parse_records,
-    valid_events,
 )
 
 log = logging.getLogger(__name__)
@@ -139,14 +148,12 @@ class StreamJob:
         ensure_table(self.spark, self.settings, self.tables.dead_letters, dead_letters(parsed).schema)
         ensure_table(self.spark, self.settings, self.tables.candidates, candidates.schema)
         ensure_table(self.spark, self.settings, self.tables.events, events.schema, properties=cdf)
-        ensure_table(self.spark, self.settings, self.tables.late_events, events.schema)
-        ensure_table(self.spark, self.settings, self.tables.duplicates,
-                     losers(candidates, schema.id_field).schema)
         ensure_table(self.spark, self.settings, self.tables.commits, _commits_schema())
         for gold in self.pipeline.gold_tables:
             output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
             ensure_table(self.spark, self.settings, self.tables.gold(gold.name), output.schema,
                          properties=cdf if gold.change_data_feed else None)
+        register_derived_views(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------
 
@@ -216,15 +223,16 @@ class StreamJob:
             with timed(timings, "bronze"):
                 idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
             self.faults.reached("after_bronze", batch_id)
-            with timed(timings, "dead_letters"):
-                idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
+            if n_dead:
+                with timed(timings, "dead_letters"):
+                    idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
             self.faults.reached("after_dead_letters", batch_id)
             with timed(timings, "candidates"):
-                self._append_candidates(spark, parsed, app_id, batch_id)
+                candidates = self._append_candidates(spark, parsed, start, app_id, batch_id)
             self.faults.reached("after_candidates", batch_id)
             if n_valid:
-                self._recompute_silver_and_gold(spark, parsed, app_id, batch_id,
-                                                records <= KEYS_IN_DRIVER_MAX_RECORDS, timings)
+                self._silver_and_gold(spark, candidates, app_id, batch_id, records <= KEYS_IN_DRIVER_MAX_RECORDS,
+                                      timings)
             self.faults.reached("after_gold", batch_id)
             with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
@@ -238,23 +246,34 @@ class StreamJob:
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
 
-    def _append_candidates(self, spark, parsed, app_id: str, batch_id: int) -> None:
-        """Append the batch's valid records; under the high-water-mark rule each carries its partition's mark.
+    def _append_candidates(self, spark, parsed, start: dict[int, int], app_id: str, batch_id: int):
+        """Append the batch's valid records and return them; under the high-water-mark rule each carries its
+        partition's mark.
 
-        A replayed batch whose candidates are in the table already is skipped by the append, so its rows keep the
-        marks they were written with, and reading the marks from the table includes them: either way the marks
-        after this batch are the same."""
+        The marks a batch starts from are those of the candidates before its start offsets, read from the table at
+        the first batch of a run and carried in memory after it. A batch replayed after a crash therefore gets the
+        very rows it appended the first time, whose append is then skipped."""
         schema = self.pipeline.schema
         rows = candidate_rows(parsed, schema)
         if self.lateness.uses_high_water_mark:
             if self.high_water is None:
-                self.high_water = self._marks(
-                    spark.read.format("delta").load(self.path(self.tables.candidates)))
+                self.high_water = self._marks(self._candidates_before(spark, start))
             rows = with_high_water(rows, schema.time_field, self.lateness, self.high_water)
         idempotent_append(rows, self.path(self.tables.candidates), app_id, batch_id)
         if self.lateness.uses_high_water_mark:
             for partition, mark in self._marks(candidate_rows(parsed, schema)).items():
                 self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
+        return rows
+
+    def _candidates_before(self, spark, start: dict[int, int]):
+        """The candidates table's records before ``start`` (per partition; a partition not in it starts at 0)."""
+        from pyspark.sql import functions as F
+
+        table = spark.read.format("delta").load(self.path(self.tables.candidates))
+        if not start:
+            return table.where(F.lit(False))
+        ends = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)])
+        return table.where(F.col("offset") < F.coalesce(F.try_element_at(ends, F.col("partition")), F.lit(0)))
 
     def _marks(self, candidates) -> dict[int, int]:
         return {int(r["partition"]): int(r["mark"]) for r in
@@ -270,43 +289,51 @@ class StreamJob:
                          F.count(F.when(future, True)).alias("future")).first()
         return row["valid"], row["dead"], row["future"]
 
-    def _recompute_silver_and_gold(self, spark, parsed, app_id: str, batch_id: int, in_driver: bool,
-                                   timings: dict[str, float]) -> None:
-        from pyspark.sql import functions as F
+    def _silver_and_gold(self, spark, candidates, app_id: str, batch_id: int, in_driver: bool,
+                         timings: dict[str, float]) -> None:
+        """MERGE the batch's first record of each event id into ``silver.events`` (the earliest in the log wins),
+        then recompute every gold key the batch may have changed.
 
+        The winner of an id is the minimum of its records' log positions, so merging each batch's minimum into
+        the table gives the minimum over every batch without reading the earlier candidates. Gold keys change
+        where a record of the batch belongs (a superset: a duplicate changes nothing, and recomputing its key
+        gives the row it had) and where a winner the batch displaced belonged."""
         schema = self.pipeline.schema
         key = (schema.id_field,)
-        lateness = self.lateness
-        with timed(timings, "touched_candidates"):
-            ids = key_set(touched_keys(valid_events(parsed), key), key, in_driver)
-            all_candidates = spark.read.format("delta").load(self.path(self.tables.candidates))
-            candidates = rows_of_keys(all_candidates, ids.frame, key).localCheckpoint(eager=True)
-        event_rows = winners(candidates, schema.id_field, schema.time_field, lateness)
-        # With one candidate per touched id there are no duplicates of them, and with no late candidate no
-        # winner of them is or was late: those two tables then hold no row of these ids and need no MERGE.
-        has_repeats, has_late = candidates.agg(
-            (F.count("*") > F.count_distinct(schema.id_field)).alias("repeats"),
-            F.coalesce(F.max(lateness_flag(schema.time_field, lateness)), F.lit(False)).alias("late")).first()
+        events = self.path(self.tables.events)
         with timed(timings, "silver_events"):
-            self._upsert(spark, self.tables.events, key, ids, event_rows, app_id, batch_id)
-        if has_repeats:
-            with timed(timings, "silver_duplicates"):
-                self._upsert(spark, self.tables.duplicates, COORDINATES, ids,
-                             losers(candidates, schema.id_field), app_id, batch_id)
-        if has_late:
-            with timed(timings, "silver_late_events"):
-                self._upsert(spark, self.tables.late_events, key, ids, event_rows.where("is_late"), app_id,
-                             batch_id)
+            first = winners(candidates, schema.id_field, schema.time_field, self.lateness)
+            ids = key_set(touched_keys(first, key), key, in_driver)
+            with_retries(lambda: merge_earliest(spark, events, ids, first, earlier_in_log("s", "t"), app_id,
+                                                batch_id), f"MERGE into {self.tables.events} (stream)")
+            touched = candidates.select(*candidates.columns)
+            displaced = self._displaced_winners(spark, first, app_id, batch_id)
+            if displaced is not None:
+                touched = touched.unionByName(displaced.select(*candidates.columns))
         self.faults.reached("after_silver", batch_id)
-        on_time = spark.read.format("delta").load(self.path(self.tables.events)).where("NOT is_late")
+        on_time = spark.read.format("delta").load(events).where("NOT is_late")
         for gold in self.pipeline.gold_tables:
             with timed(timings, f"gold_{gold.name}"):
-                # Keys of every record of the touched ids, so a replaced winner's old keys are redone too.
-                affected = key_set(touched_keys(gold.key_rows(candidates, self.settings), gold.recompute_keys),
+                affected = key_set(touched_keys(gold.key_rows(touched, self.settings), gold.recompute_keys),
                                    gold.recompute_keys, in_driver)
                 rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected.frame, gold.recompute_keys)
                 self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys, affected,
                              gold.compute(rows, self.settings), app_id, batch_id)
+
+    def _displaced_winners(self, spark, first, app_id: str, batch_id: int):
+        """The winners this batch's MERGE into ``silver.events`` replaced (a record earlier in the log than the one
+        the table had: a repeat of an event id on a lower partition), as they were; None when it replaced none.
+
+        Read from the MERGE's own commit, made now or by an earlier attempt of this batch: its metrics say whether
+        it replaced any row, and the version before it holds the replaced rows."""
+        path = self.path(self.tables.events)
+        commit = batch_commit(spark, path, app_id, batch_id)
+        if commit is None or int(commit.metrics.get("numTargetRowsUpdated") or 0) == 0:
+            return None
+        before = spark.read.format("delta").option("versionAsOf", commit.version - 1).load(path)
+        key = self.pipeline.schema.id_field
+        return (before.alias("t").join(first.alias("s"), key).where(earlier_in_log("s", "t"))
+                .select("t.*"))
 
     def _move_serving_cut(self, spark, app_id: str, batch_id: int, end: dict[int, int]) -> None:
         """Serve this batch, when the pipeline's serving cut follows this stream. A catalog that fails here leaves
@@ -418,6 +445,16 @@ class StreamJob:
             write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s,
                             self.topic_id)
         return self.stats
+
+
+def register_derived_views(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> list[str]:
+    """Create (or point at this warehouse's tables) the views the stream's derived tables are: the late events and
+    the duplicates of ``generation``, each over the candidates and events tables by their folders."""
+    tables = pipeline.tables(generation)
+    events, candidates = (delta_relation(settings, t) for t in (tables.events, tables.candidates))
+    ensure_view(spark, tables.late_events, late_events_query(events))
+    ensure_view(spark, tables.duplicates, duplicates_query(pipeline.schema.id_field, candidates, events))
+    return tables.derived()
 
 
 def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int,

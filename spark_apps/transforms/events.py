@@ -66,32 +66,49 @@ def future_flag(event_time: str, skew_s: int) -> Column:
 def _ranked(candidates: DataFrame, id_field: str) -> DataFrame:
     """Rank each event's records by log position; rank 1 is the winner (lowest partition, offset)."""
     order = Window.partitionBy(id_field).orderBy(F.col("partition").asc(), F.col("offset").asc())
-    return (candidates
-            .withColumn("_rank", F.row_number().over(order))
-            .withColumn("_winner_fingerprint", F.first("payload_fingerprint").over(order))
-            .withColumn("_winner_partition", F.first("partition").over(order))
-            .withColumn("_winner_offset", F.first("offset").over(order)))
+    return candidates.withColumn("_rank", F.row_number().over(order))
 
 
 def winners(candidates: DataFrame, id_field: str, time_field: str, rule: LatenessRule) -> DataFrame:
     """One row per event id: its first record in the log, flagged late or on time."""
-    return (_ranked(candidates, id_field).where("_rank = 1")
-            .drop("_rank", "_winner_fingerprint", "_winner_partition", "_winner_offset")
+    return (_ranked(candidates, id_field).where("_rank = 1").drop("_rank")
             .withColumn("is_late", lateness_flag(time_field, rule)))
 
 
-def losers(candidates: DataFrame, id_field: str) -> DataFrame:
-    """Every later record of an event id: an exact duplicate, or a conflict when its payload differs."""
-    ranked = _ranked(candidates, id_field).where("_rank > 1")
-    kind = F.when(F.col("payload_fingerprint") == F.col("_winner_fingerprint"), F.lit(DUPLICATE)) \
-        .otherwise(F.lit(CONFLICT))
-    return ranked.select(
-        F.col(id_field), *[F.col(c) for c in COORDINATES], "log_append_time", "payload_fingerprint",
-        kind.alias("kind"),
-        F.col("_winner_partition").alias("winner_partition"),
-        F.col("_winner_offset").alias("winner_offset"),
-        F.col("_winner_fingerprint").alias("winner_fingerprint"),
-    )
+def earlier_in_log(record: str, than: str) -> str:
+    """SQL: the record aliased ``record`` sits before the one aliased ``than`` in the log (lower partition, then
+    lower offset). The winner of an event id is the record no other record of that id is earlier than."""
+    return (f"({record}.partition < {than}.partition OR "
+            f"({record}.partition = {than}.partition AND {record}.offset < {than}.offset))")
+
+
+def late_events_query(events: str) -> str:
+    """``silver.late_events``: the events flagged late. ``events`` is a table name or a ``{placeholder}``."""
+    return f"SELECT * FROM {events} WHERE is_late"
+
+
+def duplicates_query(id_field: str, candidates: str, events: str) -> str:
+    """``silver.duplicates``: every record of an event id but its winner, an exact ``duplicate`` (same payload
+    fingerprint) or a ``conflict``, with the winner it lost to. ``candidates`` and ``events`` are table names or
+    ``{placeholders}``; the same text defines the stream's view and computes the batch's snapshot."""
+    key = "`" + id_field.replace("`", "``") + "`"
+    return (f"SELECT c.{key}, c.topic, c.partition, c.offset, c.log_append_time, c.payload_fingerprint, "
+            f"CASE WHEN c.payload_fingerprint = e.payload_fingerprint THEN '{DUPLICATE}' ELSE '{CONFLICT}' END "
+            "AS kind, e.partition AS winner_partition, e.offset AS winner_offset, "
+            "e.payload_fingerprint AS winner_fingerprint "
+            f"FROM {candidates} c JOIN {events} e ON c.{key} = e.{key} "
+            "WHERE c.partition <> e.partition OR c.offset <> e.offset")
+
+
+def late_events(events: DataFrame) -> DataFrame:
+    """The events flagged late (``late_events_query`` over a DataFrame)."""
+    return events.sparkSession.sql(late_events_query("{events}"), events=events)
+
+
+def duplicates(candidates: DataFrame, events: DataFrame, id_field: str) -> DataFrame:
+    """Every record that lost its event id to the winner in ``events`` (``duplicates_query`` over DataFrames)."""
+    return candidates.sparkSession.sql(duplicates_query(id_field, "{candidates}", "{events}"),
+                                       candidates=candidates, events=events)
 
 
 def touched_keys(rows: DataFrame, keys: tuple[str, ...]) -> DataFrame:

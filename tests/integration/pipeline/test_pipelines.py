@@ -28,6 +28,7 @@ from spark_apps.stream.job import StreamFailed, StreamJob
 from spark_apps.transforms.events import lateness_flag
 from tests.support.expected import UTC, as_utc
 from tests.support.records import iso, send, sensor_reading
+from tests.support.streams import read_stream_table
 
 pytestmark = pytest.mark.integration
 
@@ -157,10 +158,45 @@ def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spar
     assert gold == {("dev-a", hour - dt.timedelta(hours=2)): (2, 198, 215, 413),
                     ("dev-a", hour - dt.timedelta(hours=1)): (2, 240, 251, 491),
                     ("dev-b", hour - dt.timedelta(hours=1)): (2, -35, -12, -47)}
-    assert [r.reading_id for r in table(job.tables.late_events).collect()] == ["r6"]
+    late = read_stream_table(spark, config, job.tables.late_events, pipeline)
+    assert [r.reading_id for r in late.collect()] == ["r6"]
     assert sorted((bytes(r.value), r.reason) for r in table(job.tables.dead_letters).collect()) == \
         [(below_zero, "below_minimum:celsius_tenths"), (b'{"reading_id": "r9", ', "malformed_json")]
     assert table(job.tables.bronze).count() == len(readings) + 2
+
+
+def test_a_record_earlier_in_the_log_that_arrives_in_a_later_batch_takes_the_id_and_moves_its_gold_key(
+        spark, settings, make_topic, tmp_path):
+    """Batch 0 holds reading r1 of dev-b on partition 1. Batch 1 brings a conflicting r1 of dev-a on partition 0:
+    earlier in the log, so it wins. The stream must take r1 out of dev-b's hour and count it in dev-a's, exactly
+    as the batch recompute of the whole log does, and keep the dev-b record as the conflict."""
+    from kafka import KafkaProducer
+
+    pipeline = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
+    config = stream_settings(make_topic, settings, tmp_path, pipeline.topic, partitions=2)
+    measured = dt.datetime.now(UTC) - dt.timedelta(minutes=5)
+
+    def reading(device: str, tenths: int) -> bytes:
+        return json.dumps({"reading_id": "r1", "kind": "reading", "measured_at": iso(measured), "schema_version": 1,
+                           "device_id": device, "celsius_tenths": tenths}).encode()
+
+    producer = KafkaProducer(bootstrap_servers=config.kafka_bootstrap_servers)
+    try:
+        producer.send(pipeline.topic, key=b"dev-b", value=reading("dev-b", 100), partition=1).get(timeout=30)
+        StreamJob(spark, config, pipeline).run()
+        producer.send(pipeline.topic, key=b"dev-a", value=reading("dev-a", 250), partition=0).get(timeout=30)
+        job = StreamJob(spark, config, pipeline)
+        job.run()
+    finally:
+        producer.close()
+
+    gold = {r.device_id: (r.readings, r.sum_tenths)
+            for r in spark.read.format("delta").load(job.path(job.tables.gold("device_hourly"))).collect()}
+    assert gold == {"dev-a": (1, 250)}, "the displaced winner's key was recomputed"
+    conflicts = read_stream_table(spark, config, job.tables.duplicates, pipeline).collect()
+    assert [(r.partition, r.kind, r.winner_partition) for r in conflicts] == [(1, "conflict", 0)]
+    run = audit(spark, config, pipeline)
+    assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
 
 
 def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconciles_exactly(
@@ -222,7 +258,8 @@ def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
     tables = pipeline.tables()
     read = lambda name: spark.read.format("delta").load(str(table_path(config, name)))  # noqa: E731
-    assert {r.reading_id for r in read(tables.late_events).collect()} == {"late-2h", "late-year"}
+    late_rows = read_stream_table(spark, config, tables.late_events, pipeline).collect()
+    assert {r.reading_id for r in late_rows} == {"late-2h", "late-year"}
     late = next(t for t in stream_tables(pipeline) if t.label == tables.late_events)
     snapshot = spark.read.format("delta").option("versionAsOf", run.snapshot.versions[late.snapshot]) \
         .load(str(table_path(config, late.snapshot)))

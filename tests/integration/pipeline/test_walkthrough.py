@@ -103,5 +103,5 @@ def test_following_the_walkthrough_literally_reconciles_a_users_csv_exactly(
     assert rows == documented_gold(section)
     dead = table("audit.readings_dead_letters").collect()
     assert [(bytes(d.value).decode().count("r-0008"), d.reason) for d in dead] == [(1, "wrong_type:celsius")]
-    duplicates = table("silver.readings_duplicates").collect()
+    duplicates = spark.table("silver.readings_duplicates").collect()
     assert [d.reading_id for d in duplicates] == ["r-0005"]

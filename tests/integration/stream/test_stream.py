@@ -16,14 +16,14 @@ from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE, SESSION_GAP_S, WINDOW_S
 from spark_apps.stream.job import CheckpointMismatch, StreamJob
 from tests.support.expected import as_utc, customer_sessions, merchant_revenue, order_status
-from tests.support.streams import FAULTS
+from tests.support.streams import FAULTS, read_stream_table
 
 pytestmark = pytest.mark.integration
 
 
 def assert_tables_match_manifest(spark, job: StreamJob, manifest: Manifest, values: dict) -> None:
     t = job.tables
-    table = lambda name: spark.read.format("delta").load(job.path(name))  # noqa: E731
+    table = lambda name: read_stream_table(spark, job.settings, name)  # noqa: E731
 
     bronze = table(t.bronze).select("topic", "partition", "offset").collect()
     assert len(bronze) == manifest.total_records, "bronze: every record exactly once"
@@ -82,9 +82,7 @@ def test_exactly_once_when_the_job_dies_at_every_point_of_a_micro_batch(spark, r
 def test_replaying_a_committed_micro_batch_changes_nothing(spark, restarted_stream):
     job, manifest, values = restarted_stream.job, restarted_stream.manifest, restarted_stream.values
     stream_settings = job.settings
-    tables = [job.tables.bronze, job.tables.dead_letters, job.tables.candidates, job.tables.events,
-              job.tables.duplicates, job.tables.late_events,
-              *[job.tables.gold(gold.name) for gold in PIPELINE.gold_tables]]
+    tables = PIPELINE.stream_table_names(commit_log=False)
     before = {t: (spark.sql(f"DESCRIBE HISTORY delta.`{job.path(t)}`").first().version,
                   sorted(map(tuple, spark.read.format("delta").load(job.path(t)).drop("value", "key").collect())))
               for t in tables}

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from spark_apps.core.settings import Settings
@@ -18,9 +19,11 @@ from spark_apps.marketplace.pipeline import (
 from spark_apps.pipeline.lateness import HIGH_WATER_MARK, LatenessRule
 from spark_apps.transforms.events import (
     HIGH_WATER_COLUMN,
+    duplicates,
+    earlier_in_log,
     high_water_marks,
+    late_events,
     lateness_flag,
-    losers,
     rows_of_keys,
     touched_keys,
     winners,
@@ -47,12 +50,44 @@ def test_the_lowest_partition_and_offset_wins_whatever_the_input_order(spark):
 
 
 def test_later_records_are_duplicates_or_conflicts_by_payload(spark):
-    rows = [candidate("e1", 0, 1, "x"), candidate("e1", 0, 5, "x"), candidate("e1", 0, 9, "y"), candidate("e2", 1, 3)]
+    rows = [candidate("e1", 0, 1, "x"), candidate("e1", 0, 5, "x"), candidate("e1", 0, 9, "y"), candidate("e2", 1, 3),
+            candidate("e3", 1, 4, "z"), candidate("e3", 0, 8, "z")]
     frame = spark.createDataFrame(rows, CANDIDATE_SCHEMA)
-    rejected = losers(frame, "event_id").select("event_id", "offset", "kind", "winner_offset")
+    events = winners(frame, "event_id", "event_time", LatenessRule(900))
+    rejected = duplicates(frame, events, "event_id").select("event_id", "partition", "offset", "kind",
+                                                           "winner_partition", "winner_offset")
     assertDataFrameEqual(rejected, spark.createDataFrame(
-        [("e1", 5, "duplicate", 1), ("e1", 9, "conflict", 1)],
-        "event_id string, offset long, kind string, winner_offset long"))
+        [("e1", 0, 5, "duplicate", 0, 1), ("e1", 0, 9, "conflict", 0, 1), ("e3", 1, 4, "duplicate", 0, 8)],
+        "event_id string, partition int, offset long, kind string, winner_partition int, winner_offset long"))
+
+
+def test_the_late_events_are_the_events_flagged_late(spark):
+    rows = [candidate("on-time", 0, 1, appended_after_s=900), candidate("late", 0, 2, appended_after_s=901)]
+    events = winners(spark.createDataFrame(rows, CANDIDATE_SCHEMA), "event_id", "event_time", LatenessRule(900))
+    assert [r.event_id for r in late_events(events).collect()] == ["late"]
+    assert late_events(events).columns == events.columns
+
+
+def test_merging_each_batchs_first_record_by_log_position_gives_the_first_record_of_all_batches(spark):
+    """What the stream's MERGE into silver.events does per micro-batch, in plain DataFrames: keep the table's row
+    unless the batch's first record of the id is earlier in the log; the result is the winners of everything."""
+    batches = [[candidate("e1", 1, 5, "b"), candidate("e2", 0, 1)],
+               [candidate("e1", 0, 9, "a"), candidate("e1", 1, 7, "c"), candidate("e3", 2, 1)],
+               [candidate("e2", 0, 4, "later"), candidate("e3", 1, 9, "lower-partition")]]
+    rule = LatenessRule(900)
+    table = None
+    for rows in batches:
+        first = winners(spark.createDataFrame(rows, CANDIDATE_SCHEMA), "event_id", "event_time", rule)
+        if table is None:
+            table = first
+            continue
+        joined = table.alias("t").join(first.alias("s"), "event_id", "full_outer")
+        take_new = F.col("t.offset").isNull() | (F.col("s.offset").isNotNull() & F.expr(earlier_in_log("s", "t")))
+        table = joined.select("event_id", *[F.when(take_new, F.col(f"s.{c}")).otherwise(F.col(f"t.{c}")).alias(c)
+                                            for c in first.columns if c != "event_id"])
+    everything = spark.createDataFrame([r for rows in batches for r in rows], CANDIDATE_SCHEMA)
+    assertDataFrameEqual(table.select(*sorted(table.columns)),
+                         winners(everything, "event_id", "event_time", rule).select(*sorted(table.columns)))
 
 
 def test_lateness_is_decided_by_the_log_append_time_only(spark):
