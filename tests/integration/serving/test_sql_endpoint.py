@@ -19,6 +19,7 @@ from spark_apps.core.waiting import poll
 from spark_apps.io import serving_cut
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.serving import replay
 from spark_apps.serving import state as serving
 from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
 from spark_apps.serving.scheduled import reconcile
@@ -157,3 +158,23 @@ def test_beeline_and_dbt_over_the_endpoint_read_serving_gold_and_marts_by_name(s
     stream = spark.read.format("delta").load(str(table_path(platform, "gold.order_status"))).count()
     assert got == {"serving.order_status": snapshot, "gold.order_status": stream,
                    "marts.order_funnel": snapshot}, done.stdout
+
+
+def test_a_cutover_and_a_replay_swap_are_seen_by_a_session_opened_before_them(spark, platform, session):
+    """After the fallback, an exact run of new stream batches cuts every table over to the stream again, and a replay
+    swaps serving to a new generation: the session opened at the start reads each change at its next statement."""
+    outcome = reconcile(spark, platform, PIPELINE.name, run_id="sql.cutover")
+    assert outcome.reconciliation.success and {d.mode for d in outcome.decisions} == {serving.KAPPA}
+    cut, _ = read_every_view(session)
+    assert cut["follows"] == serving_cut.FOLLOWS_STREAM and cut["generation"] == ""
+    assert {m["source"] for m in cut["members"]} == set(GOLD)
+
+    replay.build(spark, platform, PIPELINE, reason="rebuild from offset 0")
+    assert replay.reconcile(spark, platform, PIPELINE)["success"]
+    replay.swap(spark, platform, PIPELINE, reason="rebuild from offset 0")
+    cut, counts = read_every_view(session)
+    assert cut["generation"] == "g1" and {m["source"] for m in cut["members"]} == {f"{t}__g1" for t in GOLD}
+    for member in cut["members"]:
+        rows = spark.read.format("delta").option("versionAsOf", member["version"]).load(
+            str(table_path(platform, member["source"]))).count()
+        assert counts[member["table"]] == rows, member
