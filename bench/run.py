@@ -151,6 +151,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         run.begin(f"batch recompute and reconciliation at {size:,} events")
         entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, pipeline)
         doc["growth"] = stats.growth({s["events"]: s["recompute_and_reconcile"]["seconds"] for s in doc["sizes"]})
+        doc["audit"] = stats.audit_figures(doc["sizes"])
         run.save()
     doc["latency"] = []
     for index, rate in enumerate(args.rates):

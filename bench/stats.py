@@ -108,6 +108,18 @@ def growth(seconds_by_size: Mapping[int, float]) -> list[dict]:
     return steps
 
 
+def audit_figures(sizes: Sequence[Mapping]) -> dict:
+    """The audit at the largest log the run built, under issue 20's keys: ``full`` recomputes the whole log;
+    ``incremental`` stays None because an audit of only the records since a verified run is not built."""
+    audited = [s for s in sizes if s.get("recompute_and_reconcile")]
+    if not audited:
+        return {"full": None, "incremental": None}
+    largest = max(audited, key=lambda s: s["events"])
+    return {"full": {"log_events": largest["events"], "seconds": largest["recompute_and_reconcile"]["seconds"],
+                     "exact_match": largest["recompute_and_reconcile"]["exact_match"]},
+            "incremental": None}
+
+
 def stage_totals(batches: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """Seconds per micro-batch stage summed over every batch, largest first: where the stream spends its time."""
     totals: dict[str, float] = {}
