@@ -24,7 +24,7 @@ from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
-from spark_apps.transforms.events import COORDINATES, duplicates, late_events, winners, with_high_water
+from spark_apps.transforms.events import COORDINATES, as_defined, duplicates, late_events, winners, with_high_water
 from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
 
 log = logging.getLogger(__name__)
@@ -69,17 +69,11 @@ def read_stream_table(spark, settings: Settings, pipeline: Pipeline, table: Stre
                       generation: str = ""):
     """The stream's side of ``table`` at the versions of one alignment: a written table at its version, a derived
     one computed from the tables below it at theirs, by the same function that defines its view."""
-    names = pipeline.tables(generation)
-
     def at_version(name: str):
         return (spark.read.format("delta").option("versionAsOf", versions[name])
                 .load(str(table_path(settings, name))))
 
-    if not table.derived:
-        return at_version(table.stream)
-    if table.stream == names.late_events:
-        return late_events(at_version(names.events))
-    return duplicates(at_version(names.candidates), at_version(names.events), pipeline.schema.id_field)
+    return as_defined(table.stream, pipeline.tables(generation), at_version, pipeline.schema.id_field)
 
 
 def bronze_equivalent(records):

@@ -185,17 +185,13 @@ def _short(item: Hashable) -> str:
 def observed_rows(spark, settings, tables: TableNames, schema: EventSchema) -> dict[str, list[Hashable]]:
     """The row keys of each checked stream table, as :func:`expectations` names them."""
     from spark_apps.io.catalog import table_path
-    from spark_apps.transforms.events import duplicates, late_events
+    from spark_apps.transforms.events import as_defined
 
     def read(table: str):
         return spark.read.format("delta").load(str(table_path(settings, table)))
 
-    # The derived tables, as their views define them, over this warehouse's tables.
-    derived = {tables.late_events: lambda: late_events(read(tables.events)),
-               tables.duplicates: lambda: duplicates(read(tables.candidates), read(tables.events), schema.id_field)}
-
     def rows(table: str, *columns: str) -> list:
-        frame = derived[table]() if table in derived else read(table)
+        frame = as_defined(table, tables, read, schema.id_field)
         return [tuple(_plain(v) for v in row) for row in frame.select(*columns).collect()]
 
     fields = content_fields(schema)

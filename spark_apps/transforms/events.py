@@ -6,12 +6,16 @@ fields, the log append time and log coordinates. That is what makes replay and r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_apps.pipeline.lateness import LatenessRule
+
+if TYPE_CHECKING:
+    from spark_apps.pipeline.declaration import TableNames
 
 COORDINATES = ("topic", "partition", "offset")
 HIGH_WATER_COLUMN = "partition_high_water"
@@ -109,6 +113,19 @@ def duplicates(candidates: DataFrame, events: DataFrame, id_field: str) -> DataF
     """Every record that lost its event id to the winner in ``events`` (``duplicates_query`` over DataFrames)."""
     return candidates.sparkSession.sql(duplicates_query(id_field, "{candidates}", "{events}"),
                                        candidates=candidates, events=events)
+
+
+def as_defined(name: str, tables: TableNames, read: Callable[[str], DataFrame], id_field: str) -> DataFrame:
+    """The stream table ``name`` as its definition gives it: a written table through ``read``, a derived one (a
+    view, ``TableNames.derived``) computed by its view's function from the written tables ``read`` gives.
+
+    ``read`` decides where and at which version; the audit, the checker and the tests all pass their own.
+    """
+    if name == tables.late_events:
+        return late_events(read(tables.events))
+    if name == tables.duplicates:
+        return duplicates(read(tables.candidates), read(tables.events), id_field)
+    return read(name)
 
 
 def touched_keys(rows: DataFrame, keys: tuple[str, ...]) -> DataFrame:

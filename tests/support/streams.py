@@ -52,15 +52,10 @@ def read_stream_table(spark, settings: Settings, name: str, pipeline=PIPELINE):
     """A stream table of this warehouse, read by its folder (the catalog's name may point at another test's
     warehouse); a derived one (a view) computed from this warehouse's tables as its view defines it."""
     from spark_apps.io.catalog import table_path
-    from spark_apps.transforms.events import duplicates, late_events
+    from spark_apps.transforms.events import as_defined
 
     def read(table: str):
         return spark.read.format("delta").load(str(table_path(settings, table)))
 
     generation = name.rsplit("__", 1)[1] if "__" in name else ""
-    tables = pipeline.tables(generation)
-    if name == tables.late_events:
-        return late_events(read(tables.events))
-    if name == tables.duplicates:
-        return duplicates(read(tables.candidates), read(tables.events), pipeline.schema.id_field)
-    return read(name)
+    return as_defined(name, pipeline.tables(generation), read, pipeline.schema.id_field)
