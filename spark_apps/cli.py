@@ -72,8 +72,9 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
         if pipeline.tables(generation).events in found:
             derived = register_derived_views(spark, settings, pipeline, generation)
             print(f"views {', '.join(derived)} pointed at those tables")
-        views = serving.register_views(spark, settings, load_pipeline(spec))
-        print(f"{len(views)} serving views of {load_pipeline(spec).name} pointed at their cut")
+        declared = load_pipeline(spec)
+        views = serving.register_views(spark, settings, declared)
+        print(f"{len(views)} serving views of {declared.name} pointed at their cut")
     elif server.pid():
         print(f"catalog database running on {server.address} (pid {server.pid()})")
     elif server.answers():
