@@ -75,19 +75,23 @@ def _transaction(spark, app_id: str, batch_id: int) -> Iterator[None]:
 
 
 def merge_earliest(spark, path: str, keys: KeySet, rows: DataFrame, earlier: str, app_id: str,
-                   batch_id: int) -> None:
+                   batch_id: int) -> int | None:
     """Keep, per key, whichever row comes first: insert a row whose key is new, replace a row when the new one is
     ``earlier`` (SQL over ``s``, the new row, and ``t``, the table's), leave it otherwise. Merging the first row of
-    each batch gives the first row of all of them, without reading the earlier rows back."""
+    each batch gives the first row of all of them, without reading the earlier rows back.
+
+    Returns how many rows it replaced, from the MERGE's own result; None when Delta skipped it because an earlier
+    attempt of this batch committed it (then only that commit knows)."""
     from delta.tables import DeltaTable
 
     match = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys.keys)
     assignments = {f"`{c}`": f"s.`{c}`" for c in rows.columns}
     with _transaction(spark, app_id, batch_id):
-        (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), f"{match}{keys.prune}")
-         .whenMatchedUpdate(condition=earlier, set=assignments)
-         .whenNotMatchedInsert(values=assignments)
-         .execute())
+        result = (DeltaTable.forPath(spark, path).alias("t").merge(rows.alias("s"), f"{match}{keys.prune}")
+                  .whenMatchedUpdate(condition=earlier, set=assignments)
+                  .whenNotMatchedInsert(values=assignments)
+                  .execute()).collect()
+    return int(result[0]["num_updated_rows"]) if result else None
 
 
 @dataclass(frozen=True)

@@ -304,10 +304,11 @@ class StreamJob:
         with timed(timings, "silver_events"):
             first = winners(candidates, schema.id_field, schema.time_field, self.lateness)
             ids = key_set(touched_keys(first, key), key, in_driver)
-            with_retries(lambda: merge_earliest(spark, events, ids, first, earlier_in_log("s", "t"), app_id,
-                                                batch_id), f"MERGE into {self.tables.events} (stream)")
-            touched = candidates.select(*candidates.columns)
-            displaced = self._displaced_winners(spark, first, app_id, batch_id)
+            replaced = with_retries(
+                lambda: merge_earliest(spark, events, ids, first, earlier_in_log("s", "t"), app_id, batch_id),
+                f"MERGE into {self.tables.events} (stream)")
+            touched = candidates
+            displaced = None if replaced == 0 else self._displaced_winners(spark, first, app_id, batch_id)
             if displaced is not None:
                 touched = touched.unionByName(displaced.select(*candidates.columns))
         self.faults.reached("after_silver", batch_id)
@@ -325,7 +326,8 @@ class StreamJob:
         the table had: a repeat of an event id on a lower partition), as they were; None when it replaced none.
 
         Read from the MERGE's own commit, made now or by an earlier attempt of this batch: its metrics say whether
-        it replaced any row, and the version before it holds the replaced rows."""
+        it replaced any row, and the version before it holds the replaced rows. Asked only when the MERGE did not
+        already say it replaced none."""
         path = self.path(self.tables.events)
         commit = batch_commit(spark, path, app_id, batch_id)
         if commit is None or int(commit.metrics.get("numTargetRowsUpdated") or 0) == 0:

@@ -25,7 +25,7 @@ def merge(spark, path, rows, batch_id, app_id="app"):
     frame = spark.createDataFrame(rows, SCHEMA)
     ids = key_set(frame.select("event_id"), ("event_id",), in_driver=True)
     with commit_metadata(spark, {"app_id": app_id, "batch_id": batch_id}):
-        merge_earliest(spark, path, ids, frame, EARLIER, app_id, batch_id)
+        return merge_earliest(spark, path, ids, frame, EARLIER, app_id, batch_id)
 
 
 def test_the_earliest_record_of_each_id_wins_across_batches_and_a_replay_changes_nothing(spark, events):
@@ -49,3 +49,10 @@ def test_a_batch_finds_its_own_commit_and_whether_it_replaced_a_winner(spark, ev
     assert before.where("event_id = 'e1'").first()["payload"] == "a", "the version before holds the replaced row"
     assert batch_commit(spark, events, "app", 3) is None
     assert batch_commit(spark, events, "other-app", 0) is None
+
+
+def test_the_merge_says_how_many_winners_it_replaced_and_a_skipped_replay_says_it_cannot_tell(spark, events):
+    assert merge(spark, events, [("e1", 1, 5, "a"), ("e2", 0, 1, "b")], 0) == 0
+    assert merge(spark, events, [("e2", 0, 7, "later")], 1) == 0, "a later record replaces nothing"
+    assert merge(spark, events, [("e1", 0, 3, "earlier")], 2) == 1
+    assert merge(spark, events, [("e1", 0, 3, "earlier")], 2) is None, "a replayed batch: only its commit knows"
