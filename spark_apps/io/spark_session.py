@@ -71,7 +71,12 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
     """Spark's built-in Hive metastore client, on the shared catalog database (``services.catalog_server``).
 
     The metastore's tables are created by the first client that finds them missing, and the schema version check
-    is off for that reason: the database belongs to the platform and only Spark's own Hive client writes it."""
+    is off for that reason: the database belongs to the platform and only Spark's own Hive client writes it.
+
+    A Delta table's metastore entry starts with a placeholder column (its schema lives in its log). When a REPLACE
+    (dbt's table models) syncs the real columns into the entry, Hive by default refuses that as an incompatible
+    column change: an ERROR in the log of every rerun, and the entry keeps the placeholder. The columns are
+    Delta's to say, so the check is off."""
     from spark_apps.services.catalog_server import client_jars, jdbc_url
 
     return {
@@ -81,6 +86,7 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
         "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.apache.derby.client.ClientAutoloadedDriver",
         "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
         "spark.hadoop.hive.metastore.schema.verification": "false",
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
     }
 
 

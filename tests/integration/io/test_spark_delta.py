@@ -78,3 +78,18 @@ def test_names_another_warehouse_registered_are_let_go_and_this_warehouses_are_k
     assert spark.table("scratch.ours").count() == 2
     assert (table_path(other, "scratch.theirs") / "_delta_log").exists(), "only the name goes; the data stays"
     spark.sql("DROP TABLE scratch.ours")
+
+
+def test_replacing_a_delta_table_with_new_columns_gives_the_metastore_entry_those_columns(spark, tmp_path):
+    """dbt's table models are CREATE OR REPLACE. Hive refuses, by default, to change the entry's placeholder column
+    into the table's columns: an ERROR in every rerun's log and an entry whose columns say nothing to a client that
+    reads the metastore itself."""
+    location = tmp_path / "replaced"
+    spark.sql("CREATE DATABASE IF NOT EXISTS scratch")
+    spark.sql(f"CREATE OR REPLACE TABLE scratch.replaced USING delta LOCATION '{location}' AS SELECT 1 AS first")
+    spark.sql(f"CREATE OR REPLACE TABLE scratch.replaced USING delta LOCATION '{location}' "
+              "AS SELECT 'a' AS second, 2L AS third")
+    hive = spark._jsparkSession.sharedState().externalCatalog().unwrapped().client()
+    entry = hive.getTable("scratch", "replaced")
+    assert [field.name() for field in entry.schema().fields()] == ["second", "third"]
+    spark.sql("DROP TABLE scratch.replaced")
