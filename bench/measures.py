@@ -162,6 +162,19 @@ def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> di
             "per_table_compare_s": {v.table.label: round(v.diff.seconds, 2) for v in run.verdicts}}
 
 
+def incremental_audit(spark, settings: Settings, pipeline: Pipeline, new_events: int) -> dict:
+    """The scheduled audit between full ones: extend the last verified run by ``new_events`` the stream consumed."""
+    from spark_apps.audit.run import audit
+
+    started = time.monotonic()
+    run = audit(spark, settings, pipeline, kind="incremental")
+    total = time.monotonic() - started
+    return {"log_events": run.snapshot.records, "new_events": new_events, "builds_on": run.builds_on,
+            "exact_match": run.success, "seconds": round(total, 2),
+            "phases_s": {k: round(v, 2) for k, v in run.seconds.items()},
+            "per_table_compare_s": {v.table.label: round(v.diff.seconds, 2) for v in run.verdicts}}
+
+
 def merge_costs(spark, settings: Settings, pipeline: Pipeline) -> dict:
     """Per gold table, every MERGE's cost next to the table's size before it, from the Delta history."""
     from spark_apps.io.catalog import table_path

@@ -69,6 +69,10 @@ def _recompute(doc: dict) -> str:
         for phase, seconds in audit["phases_s"].items():
             rows.append((f'{size["events"]:,} events: {phase}', seconds, f"{seconds:,.1f} s"))
         rows.append((f'{size["events"]:,} events: total', audit["seconds"], f'{audit["seconds"]:,.1f} s'))
+        extended = size.get("incremental_audit")
+        if extended:
+            rows.append((f'+{extended["new_events"]:,} new events, incremental: total', extended["seconds"],
+                         f'{extended["seconds"]:,.1f} s'))
     return hbars(rows, COLOURS[2])
 
 

@@ -37,8 +37,8 @@ def _positive_ints(text: str) -> list[int]:
 
 
 # What a run measures unless told otherwise: the full run, and ``--quick``'s short one (one size, one rate).
-FULL = {"sizes": [250_000, 1_000_000], "rates": [1000, 5000], "latency_seconds": 60}
-QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60}
+FULL = {"sizes": [250_000, 1_000_000], "rates": [1000, 5000], "latency_seconds": 60, "new_events": 100_000}
+QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60, "new_events": 20_000}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              f"(default {','.join(map(str, FULL['rates']))})")
     parser.add_argument("--latency-seconds", type=int, default=None,
                         help=f"how long each latency run produces (default {FULL['latency_seconds']})")
+    parser.add_argument("--new-events", type=int, default=None,
+                        help=f"after each size's full audit, this many new events for an incremental audit "
+                             f"(default {FULL['new_events']:,}; --quick {QUICK['new_events']:,})")
     parser.add_argument("--batch", type=int, default=Settings().max_offsets_per_trigger,
                         help="maxOffsetsPerTrigger of the limit and the platform (default: the platform's setting)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench.json and bench.html")
@@ -151,6 +154,15 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         run.begin(f"batch recompute and reconciliation at {size:,} events")
         entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, pipeline)
         doc["growth"] = stats.growth({s["events"]: s["recompute_and_reconcile"]["seconds"] for s in doc["sizes"]})
+        doc["audit"] = stats.audit_figures(doc["sizes"])
+        run.save()
+        run.begin(f"incremental audit of {args.new_events:,} new events over the log of {size:,}")
+        measures.produce_events(settings, pipeline, args.new_events, seed=51 + index)
+        produced += args.new_events
+        measures.platform_stream(spark, settings, pipeline)
+        entry["incremental_audit"] = measures.incremental_audit(spark, settings, pipeline, args.new_events)
+        extended = [s["incremental_audit"] for s in doc["sizes"] if s.get("incremental_audit")]
+        doc["incremental_growth"] = stats.growth({e["log_events"]: e["seconds"] for e in extended})
         doc["audit"] = stats.audit_figures(doc["sizes"])
         run.save()
     doc["latency"] = []

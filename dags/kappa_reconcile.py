@@ -3,7 +3,9 @@
 
 Proves the stream: align on the last stream batch committed by the end of the data interval
 (its log offsets `O` and each table's version `V`), recompute every table from Kafka `[start, O)`
-into the `batch.*` snapshots, diff each stream table against its snapshot, run the Great
+into the `batch.*` snapshots (or, between the daily full runs of `KAPPA_FULL_AUDIT_EVERY_S`, extend
+the last verified snapshots by the records since and compare the keys they touch: an incremental
+run), diff each stream table against its snapshot, run the Great
 Expectations suites, append the verdict to `audit.reconciliation_ledger`, then let the serving
 state machine move each gold table between the batch snapshot (`lambda`) and the stream table
 (`kappa`), and publish one Asset event per served table for the models downstream.
@@ -54,7 +56,7 @@ def reconcile_dag(pipeline: OrchestratedPipeline):
             from spark_apps.orchestration.tasks import as_of, audit_run_id, run_kappa
 
             outcome = run_kappa("reconcile", "--pipeline", pipeline.spec, "--run-id", audit_run_id(dag_id, dag_run),
-                                "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due",
+                                "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due", "--kind", "auto",
                                 expect_failure_exit=True)
             if outcome.get("skipped"):
                 raise AirflowSkipException(outcome["reason"])

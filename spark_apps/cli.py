@@ -237,7 +237,7 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     spark = _spark(settings, "reconcile", spec)
     only = [name.strip() for name in args.only.split(",")] if args.only else None
     outcome = reconcile(spark, settings, spec, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
-                        serve=args.serve, table=args.table, version=args.version, only=only)
+                        serve=args.serve, table=args.table, version=args.version, only=only, kind=args.kind)
     if outcome.reconciliation is None:
         print(f"reconcile skipped: {outcome.due.reason}")
         _write_json(args.json, outcome.as_json())
@@ -587,6 +587,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="do not apply the verdict to the serving state of the gold tables")
     reconcile.add_argument("--if-due", action="store_true",
                            help="skip when every gold table serves the stream and the last audit is recent")
+    reconcile.add_argument("--kind", choices=("full", "incremental", "auto"), default="full",
+                           help="full: recompute the whole log; incremental: extend the last verified run by the "
+                                "records since; auto: incremental unless the last full run is "
+                                "KAPPA_FULL_AUDIT_EVERY_S old (default: full)")
     reconcile.add_argument("--json", help="also write the run's outcome as JSON to this file")
     reconcile.set_defaults(handler=_reconcile)
 

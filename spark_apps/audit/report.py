@@ -74,8 +74,11 @@ def render(run: AuditRun, dbt_docs: Path | None = None) -> str:
     return page(f"Reconciliation {run.run_id}", f"""
 <h1>Reconciliation of {escape(run.pipeline)}: {mark(run.success, "EXACT MATCH", "FAILED")}</h1>
 <p>Run {escape(run.run_id)} at {escape(f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC")}; stream batch {p.batch_id} of
-{escape(p.app_id)}; topic {escape(p.topic)} {escape(spans)}; {run.snapshot.records:,} records recomputed;
+{escape(p.app_id)}; topic {escape(p.topic)} {escape(spans)}; {run.snapshot.records:,} records in the log prefix;
 code {escape(run.snapshot.code_version)}.</p>
+<p>{escape(run.kind.capitalize())} run: {escape(run.kind_reason or "the whole log recomputed")}.
+{"Rows are compared on the keys changed since that run; the count contract compares every whole table."
+ if run.builds_on else ""}</p>
 <p>Time: {escape(timing)}. {link(run.docs_url, "Great Expectations Data Docs")}
 {link(dbt_docs.as_uri() if dbt_docs else "", "dbt docs of the marts over the serving views")}</p>
 <table><tr><th class="l">table</th><th>stream version</th><th>snapshot version</th><th>stream rows</th>

@@ -1,8 +1,9 @@
 """The Lambda auditor: recompute from the log, reconcile every stream table, record the verdict.
 
 One run: align on a stream batch (its offsets ``O`` and each table's version ``V``), recompute the
-``batch.*`` snapshots from Kafka ``[start, O)``, diff each stream table against its snapshot, run the
-GX suites, check the record-count contract, append the ledger and write the HTML report.
+``batch.*`` snapshots from Kafka ``[start, O)`` (a full run) or extend the last verified ones by the records since
+(an incremental run, ``audit.incremental``), diff each stream table against its snapshot, run the GX suites, check
+the record-count contract, append the ledger and write the HTML report.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
-from spark_apps.audit import ledger
+from spark_apps.audit import incremental, ledger
 from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, TableDiff, diff_table
 from spark_apps.audit.expectations import SuiteOutcome, Validator
 from spark_apps.audit.recompute import (
@@ -82,6 +83,9 @@ class AuditRun:
     docs_url: str = ""
     report_path: Path | None = None
     as_of: dt.datetime | None = None  # the moment a scheduled run stands for (its data interval's end)
+    kind: str = ledger.FULL
+    builds_on: str = ""  # the verified run an incremental run extended
+    kind_reason: str = ""
 
     @property
     def success(self) -> bool:
@@ -94,15 +98,24 @@ def new_run_id() -> str:
 
 def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
           version: int | None = None, only: list[str] | None = None, run_id: str | None = None,
-          as_of: dt.datetime | None = None) -> AuditRun:
-    """Recompute the snapshots for the chosen stream batch, then reconcile against them."""
+          as_of: dt.datetime | None = None, kind: str = ledger.FULL) -> AuditRun:
+    """Recompute the snapshots for the chosen stream batch (``kind``: full, incremental, or auto to choose), then
+    reconcile against them."""
     alignment = align(spark, settings, pipeline, generation, table, version, as_of)
     run_id = run_id or new_run_id()
     _selected(pipeline, generation, only)  # an unknown table name fails before the expensive recompute
-    with execution_for(spark, alignment.position.records):
-        snapshot = recompute(spark, settings, pipeline, alignment, run_id)
-        return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions,
-                         run_id=run_id, as_of=as_of)
+    chosen = incremental.plan(spark, settings, pipeline, generation, alignment, kind, only, as_of)
+    log.info("audit %s: %s run (%s)", run_id, chosen.kind, chosen.reason)
+    if chosen.base is None:
+        with execution_for(spark, alignment.position.records):
+            snapshot = recompute(spark, settings, pipeline, alignment, run_id)
+            return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions,
+                             run_id=run_id, as_of=as_of, kind_reason=chosen.reason)
+    with execution_for(spark, alignment.position.records - chosen.base.records):
+        extension = incremental.extend(spark, settings, pipeline, alignment, chosen.base, run_id, generation)
+        return reconcile(spark, settings, pipeline, extension.snapshot, generation, versions=alignment.versions,
+                         run_id=run_id, as_of=as_of, scopes=extension.scopes, builds_on=chosen.base.run_id,
+                         kind_reason=chosen.reason)
 
 
 def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> list[StreamTable]:
@@ -118,17 +131,23 @@ def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> li
 
 def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot, generation: str = "",
               only: list[str] | None = None, versions: dict[str, int] | None = None,
-              run_id: str | None = None, as_of: dt.datetime | None = None) -> AuditRun:
+              run_id: str | None = None, as_of: dt.datetime | None = None,
+              scopes: dict[str, incremental.Scope] | None = None, builds_on: str = "",
+              kind_reason: str = "") -> AuditRun:
     """Compare each stream table, at the version reflecting the snapshot's batch, with the snapshot.
 
     ``versions`` (stream table -> version) defaults to the newest versions reflecting that batch; a
-    reconciliation that reuses an earlier snapshot gets its own ``run_id``.
+    reconciliation that reuses an earlier snapshot gets its own ``run_id``. ``scopes`` (an incremental run) limit
+    the row comparison of each table to the keys that can have changed since the run it ``builds_on``; every
+    table's whole row count is then compared too.
     """
     from spark_apps.audit.report import write_report
 
     started = dt.datetime.now(dt.UTC)
     run = AuditRun(run_id=run_id or new_run_id(), pipeline=pipeline.name, position=snapshot.position, snapshot=snapshot,
-                   started_at=started, seconds=dict(snapshot.seconds), as_of=as_of)
+                   started_at=started, seconds=dict(snapshot.seconds), as_of=as_of,
+                   kind=ledger.INCREMENTAL if scopes is not None else ledger.FULL, builds_on=builds_on,
+                   kind_reason=kind_reason)
     versions = versions or table_versions(spark, settings, pipeline, snapshot.position, generation)
     validator = Validator(settings, pipeline.name)
     compare_s = validate_s = 0.0
@@ -137,6 +156,9 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
         if table.label == pipeline.tables().bronze:
             stream = bronze_equivalent(stream)
         batch = _read(spark, settings, table.snapshot, snapshot.versions[table.snapshot])
+        if scopes is not None:
+            scope = scopes[table.label]
+            stream, batch = incremental.restrict(stream, scope), incremental.restrict(batch, scope)
         # Both sides are scanned by the fingerprint diff and then by every expectation: read each table once.
         stream, batch = stream.persist(), batch.persist()
         try:
@@ -152,7 +174,8 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
         run.verdicts.append(TableVerdict(table, versions[table.stream], snapshot.versions[table.snapshot],
                                          diff, outcome))
     began = time.monotonic()
-    run.contract = _record_counts(spark, settings, pipeline, generation, snapshot, versions)
+    run.contract = _record_counts(spark, settings, pipeline, generation, snapshot, versions,
+                                  whole_tables=scopes is not None)
     run.seconds.update(compare=compare_s + time.monotonic() - began, validate=validate_s)
     run.docs_url = validator.publish()
     run.report_path = write_report(settings, run)
@@ -189,7 +212,8 @@ def quality_alert(run: AuditRun, verdict: TableVerdict) -> Alert:
 
 def summary_lines(run: AuditRun) -> list[str]:
     """What the CLI and the demo print: one line per table and per count equation, then where to look."""
-    lines = [f"reconciliation {run.run_id}: {run.position.describe()}"]
+    lines = [f"reconciliation {run.run_id} ({run.kind}: {run.kind_reason or 'the whole log'}): "
+             f"{run.position.describe()}"]
     for v in run.verdicts:
         d = v.diff
         verdict = ("MATCH" if v.stream_equals_batch else "MISMATCH") + ("" if v.gx.quality_ok else " QUALITY-FAILED")
@@ -212,15 +236,21 @@ def _read(spark, settings: Settings, table: str, version: int):
 
 
 def _record_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, snapshot: Snapshot,
-                   versions: dict[str, int]) -> list[ContractCheck]:
-    """Every record of ``[start, O)`` is accounted for, on both sides."""
+                   versions: dict[str, int], whole_tables: bool = False) -> list[ContractCheck]:
+    """Every record of ``[start, O)`` is accounted for, on both sides; with ``whole_tables`` (an incremental run,
+    which compares rows only where they can have changed), every table has as many rows in the stream as in the
+    batch."""
     t = pipeline.tables(generation)
     tables = {s.stream: s for s in stream_tables(pipeline, generation)}
     snapshots = {name: table.snapshot for name, table in tables.items()}
+    counted = list(tables) if whole_tables else [t.bronze, t.candidates, t.dead_letters, t.events, t.duplicates,
+                                                 t.late_events]
     stream = {name: read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
-              for name in (t.bronze, t.candidates, t.dead_letters, t.events, t.duplicates, t.late_events)}
+              for name in counted}
     batch = {name: _read(spark, settings, snapshots[name], snapshot.versions[snapshots[name]]).count()
-             for name in (t.candidates, t.dead_letters, t.late_events)}
+             for name in (counted if whole_tables else (t.candidates, t.dead_letters, t.late_events))}
+    whole = [ContractCheck(f"whole table {tables[name].label}: stream rows = batch rows", stream[name], batch[name])
+             for name in counted] if whole_tables else []
     return [
         ContractCheck("log records in [start, O) = stream bronze rows", snapshot.records, stream[t.bronze]),
         ContractCheck("stream bronze = silver candidates + dead letters", stream[t.bronze],
@@ -230,7 +260,7 @@ def _record_counts(spark, settings: Settings, pipeline: Pipeline, generation: st
         ContractCheck("silver candidates = silver events + duplicates", stream[t.candidates],
                       stream[t.events] + stream[t.duplicates]),
         ContractCheck("stream late events = batch late events", stream[t.late_events], batch[t.late_events]),
-    ]
+    ] + whole
 
 
 def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]:
@@ -238,7 +268,8 @@ def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]
     common = dict(run_id=run.run_id, pipeline=run.pipeline, started_at=run.started_at, finished_at=finished,
                   stream_app_id=p.app_id, stream_batch_id=p.batch_id, topic=p.topic,
                   start_offsets=dict(p.start_offsets), end_offsets=dict(p.end_offsets),
-                  code_version=snap.code_version, as_of=run.as_of or run.started_at)
+                  code_version=snap.code_version, as_of=run.as_of or run.started_at, kind=run.kind,
+                  builds_on=run.builds_on)
     rows = []
     for v in run.verdicts:
         d = v.diff

@@ -49,14 +49,15 @@ class Reconciliation:
 
 def reconcile_or_reuse(spark, settings: Settings, pipeline: Pipeline, generation: str = "", *,
                        run_id: str | None = None, table: str | None = None, version: int | None = None,
-                       only: list[str] | None = None, as_of: dt.datetime | None = None) -> Reconciliation:
+                       only: list[str] | None = None, as_of: dt.datetime | None = None,
+                       kind: str = ledger.FULL) -> Reconciliation:
     """Reuse the run ``run_id`` if the ledger has it (whatever the other arguments), else audit now under that id
     (a fresh id when none is given)."""
     rows = ledger.run_rows(spark, settings, run_id) if run_id else []
     run = None
     if not rows:
         run = audit(spark, settings, pipeline, generation, table=table, version=version, only=only, run_id=run_id,
-                    as_of=as_of)
+                    as_of=as_of, kind=kind)
         rows = ledger.run_rows(spark, settings, run.run_id)
     summary = ledger.run_summary(rows)
     return Reconciliation(summary["run_id"], run is None, summary,

@@ -139,6 +139,9 @@ class Settings:
     dbt_schedule: str = "@hourly"
     # Once every gold table serves from the stream, the batch only audits, this often.
     kappa_audit_every_s: int = 21_600
+    # A scheduled audit extends the last verified one by the new records (incremental), except that it recomputes
+    # the whole log (full) when the last full run is at least this old.
+    full_audit_every_s: int = 86_400
 
     maintenance_schedule: str = "@daily"
     vacuum_retention_hours: int = 168
@@ -181,7 +184,7 @@ class Settings:
         for name in ("topic_partitions", "spark_shuffle_partitions", "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
                      "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s", "future_skew_s",
-                     "kappa_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
+                     "kappa_audit_every_s", "full_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         if self.reconcile_deadline_s < 0:
@@ -397,6 +400,8 @@ FIELD_DOCS: dict[str, str] = {
                             "on-call (an Airflow Deadline Alert); the run goes on. 0: no deadline.",
     "dbt_schedule": "Cron schedule (UTC) on which the kappa_<pipeline>_dbt DAG runs besides every reconciliation.",
     "kappa_audit_every_s": "Once every gold table serves kappa, the batch audits only this often, in seconds.",
+    "full_audit_every_s": "A scheduled audit recomputes the whole log when its last full run is this old, in seconds; "
+                          "it extends the last verified run incrementally otherwise.",
     "maintenance_schedule": "Schedule of the kappa_<pipeline>_maintenance DAG.",
     "vacuum_retention_hours": "VACUUM keeps files every version of this many hours needs; at least 168.",
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",

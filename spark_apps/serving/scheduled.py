@@ -94,7 +94,7 @@ def due_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
 
 def reconcile(spark, settings: Settings, spec: str, *, run_id: str | None = None, as_of: dt.datetime | None = None,
               if_due: bool = False, serve: bool = True, table: str | None = None, version: int | None = None,
-              only: list[str] | None = None) -> ScheduledReconciliation:
+              only: list[str] | None = None, kind: str = "full") -> ScheduledReconciliation:
     """Reconcile the active generation of pipeline ``spec`` (see the module's docstring for the steps)."""
     pipeline, generation = resolve(spark, settings, spec)
     due = None
@@ -103,6 +103,6 @@ def reconcile(spark, settings: Settings, spec: str, *, run_id: str | None = None
         if not due.due:
             return ScheduledReconciliation(pipeline.name, None, due)
     reconciliation = reconcile_or_reuse(spark, settings, pipeline, generation, run_id=run_id, table=table,
-                                        version=version, only=only, as_of=as_of)
+                                        version=version, only=only, as_of=as_of, kind=kind)
     decisions = tuple(state.advance(spark, settings, pipeline, reconciliation.run_id)) if serve else ()
     return ScheduledReconciliation(pipeline.name, reconciliation, due, decisions)

@@ -1,7 +1,8 @@
 """Which copy of each gold table readers get: the batch snapshot (lambda) or the stream table (kappa).
 
 A table starts on ``lambda``. After ``serving_exact_runs`` consecutive exact reconciliations of
-distinct stream batches, spanning at least ``serving_min_span_s``, it switches to ``kappa``; one
+distinct stream batches, spanning at least ``serving_min_span_s`` and with at least one full run among them (an
+incremental run compares only what changed since the run it builds on), it switches to ``kappa``; one
 failed reconciliation switches it back at once and alerts on-call. Every decision is appended to
 ``audit.serving_state`` with the ledger runs it rests on, all tables of a run in one Delta commit,
 and the ``serving.<name>`` views are derived from the newest decisions: all of a pipeline's views read one cut of
@@ -15,7 +16,7 @@ import logging
 from dataclasses import dataclass
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
-from spark_apps.audit.ledger import LEDGER_TABLE
+from spark_apps.audit.ledger import FULL, LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
@@ -47,6 +48,7 @@ class RunEvidence:
     snapshot_version: int
     detail: str = ""
     matches: bool = True  # stream and batch agreed on every table of the run (a failure was data quality only)
+    full: bool = True  # the batch side recomputed the whole log (not an incremental run)
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,17 @@ def decide(table: str, previous_mode: str, history: list[RunEvidence], settings:
                          f"reconciliation {latest.run_id} exact; stays on the stream")
     span = (streak[-1].started_at - streak[0].started_at).total_seconds()
     needed = settings.serving_exact_runs
-    if len(streak) >= needed and span >= settings.serving_min_span_s:
-        return _decision(table, KAPPA, previous_mode, latest, tuple(r.run_id for r in streak[-needed:]),
+    full = any(r.full for r in streak)
+    if len(streak) >= needed and span >= settings.serving_min_span_s and full:
+        evidence = streak[-needed:] if any(r.full for r in streak[-needed:]) else streak
+        return _decision(table, KAPPA, previous_mode, latest, tuple(r.run_id for r in evidence),
                          f"{len(streak)} consecutive exact reconciliations of distinct stream batches over "
-                         f"{span:.0f}s (needs {needed} over {settings.serving_min_span_s}s); serves the stream")
+                         f"{span:.0f}s, a full one among them (needs {needed} over {settings.serving_min_span_s}s); "
+                         "serves the stream")
     return _decision(table, LAMBDA, previous_mode, latest, tuple(r.run_id for r in streak),
                      f"{len(streak)} of {needed} exact reconciliations over {span:.0f}s of "
-                     f"{settings.serving_min_span_s}s; stays on the batch snapshot")
+                     f"{settings.serving_min_span_s}s{'' if full else ', none of them full'}; "
+                     "stays on the batch snapshot")
 
 
 def _exact_streak(history: list[RunEvidence]) -> list[RunEvidence]:
@@ -242,9 +248,11 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
                                         F.concat_ws("; ", F.collect_set(F.when(~F.col("success"), F.concat(
                                             F.col("table"), F.lit(" "), F.col("detail"))))).alias("failures"))
     gold = [pipeline.tables().gold(g.name) for g in pipeline.gold_tables]
+    kind = F.coalesce(F.col("kind"), F.lit(FULL)) if "kind" in runs.columns else F.lit(FULL)
     evidence = (runs.where(F.col("table").isin(gold)).join(run_ok, "run_id")
                 .select("run_id", "table", "started_at", "stream_app_id", "stream_batch_id", "success", "run_success",
-                        "failures", "run_matches", "stream_table", "snapshot_table", "snapshot_version")
+                        "failures", "run_matches", "stream_table", "snapshot_table", "snapshot_version",
+                        kind.alias("kind"))
                 .orderBy("started_at", "run_id").collect())
     reconciled = {r["table"]: r["stream_table"] for r in evidence if r["run_id"] == run_id}
     cutoffs = _operator_cutoffs(spark, settings, pipeline.name)
@@ -257,7 +265,7 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
                 run_id=r["run_id"], started_at=r["started_at"], stream_batch=(r["stream_app_id"], r["stream_batch_id"]),
                 success=bool(r["success"]) and bool(r["run_success"]), stream_table=r["stream_table"],
                 snapshot_table=r["snapshot_table"], snapshot_version=r["snapshot_version"],
-                detail=r["failures"] or "", matches=bool(r["run_matches"])))
+                detail=r["failures"] or "", matches=bool(r["run_matches"]), full=r["kind"] == FULL))
     return histories
 
 

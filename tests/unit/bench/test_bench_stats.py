@@ -147,10 +147,15 @@ def test_page_charts_latency_over_time_and_batch_cost_against_table_size():
     assert "180 Spark jobs over 2" in page and "ratio 1.50" in page
 
 
-def test_the_audit_figures_are_the_full_audit_of_the_largest_log_and_no_incremental_one():
-    sizes = [{"events": 1_000_000, "recompute_and_reconcile": {"seconds": 272.1, "exact_match": True}},
+def test_the_audit_figures_are_the_full_and_incremental_audits_of_the_largest_log():
+    sizes = [{"events": 1_000_000, "recompute_and_reconcile": {"seconds": 272.1, "exact_match": True},
+              "incremental_audit": {"log_events": 1_100_000, "new_events": 100_000, "seconds": 27.21,
+                                    "exact_match": True}},
              {"events": 250_000, "recompute_and_reconcile": {"seconds": 152.0, "exact_match": True}},
              {"events": 2_000_000}]
     assert stats.audit_figures(sizes) == {
-        "full": {"log_events": 1_000_000, "seconds": 272.1, "exact_match": True}, "incremental": None}
+        "full": {"log_events": 1_000_000, "seconds": 272.1, "exact_match": True},
+        "incremental": {"log_events": 1_100_000, "new_events": 100_000, "seconds": 27.21, "exact_match": True,
+                        "share_of_full": 0.1}}
+    assert stats.audit_figures(sizes[1:])["incremental"] is None
     assert stats.audit_figures([{"events": 10}]) == {"full": None, "incremental": None}

@@ -1,5 +1,6 @@
 """The serving state machine's decisions, from ledger evidence alone."""
 
+import dataclasses
 import datetime as dt
 
 from spark_apps.core.settings import Settings
@@ -66,3 +67,15 @@ def test_an_exact_run_keeps_kappa():
 
 def test_serving_views_drop_the_layer_prefix():
     assert serving_view("gold.merchant_revenue") == "serving.merchant_revenue"
+
+
+def test_k_exact_incremental_runs_without_a_full_one_do_not_switch_to_the_stream():
+    history = [dataclasses.replace(run(n), full=False) for n in range(4)]
+    decision = decide(TABLE, LAMBDA, history, settings())
+    assert decision.mode == LAMBDA and "none of them full" in decision.reason
+
+
+def test_a_full_run_anywhere_in_the_streak_lets_incremental_runs_switch_to_the_stream():
+    history = [run(0), *(dataclasses.replace(run(n), full=False) for n in range(1, 5))]
+    decision = decide(TABLE, LAMBDA, history, settings())
+    assert decision.mode == KAPPA and "r0" in decision.evidence, "the full run is part of the evidence"

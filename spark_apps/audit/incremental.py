@@ -1,0 +1,312 @@
+"""The incremental audit: extend the batch side's last verified snapshot by the log's new records, compare what changed.
+
+A full run recomputes every ``batch.*`` table from the whole log ``[start, O₂)``. Once a run has verified the stream
+at ``O₁`` (stream == batch at every table), a later run at ``O₂`` needs only:
+
+1. the batch side, extended by the batch code path: the records ``[O₁, O₂)`` read from Kafka, parsed and validated,
+   appended to bronze, dead letters and candidates; the winner of each event id they touch recomputed by
+   :func:`winners` over its earlier winner and its new records (the earliest record in the log wins, so that is the
+   winner over all of them); every gold key those records or the winners they earlier_winners belong to recomputed from
+   the extended events, by the gold table's own function. Nothing is read from the stream's tables.
+2. the comparison, on the keys that can differ: the keys the new records touch on the batch side, and the keys of
+   every row the stream wrote since the versions the base run verified (the rows of the files its commits added),
+   plus every table's whole row count on both sides (a row the stream only deleted shows there).
+
+Everything else is equal on both sides because the base run proved it and neither side has changed it since. A
+full run still comes on its own schedule (``KAPPA_FULL_AUDIT_EVERY_S``, daily by default) and after any change of
+code, and a table moves to kappa serving only with a full run in its streak (``serving.state``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from spark_apps.audit import ledger
+from spark_apps.audit.recompute import (
+    Alignment,
+    Snapshot,
+    _history,
+    bronze_equivalent,
+    check_retention,
+    stream_tables,
+)
+from spark_apps.core.errors import PlatformError
+from spark_apps.core.progress import timed
+from spark_apps.core.settings import Settings
+from spark_apps.core.version import code_version
+from spark_apps.io.catalog import table_path
+from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
+from spark_apps.io.key_sets import key_set
+from spark_apps.io.lineage import StreamPosition
+from spark_apps.io.log_reader import read_log_range
+from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.transforms.events import (
+    COORDINATES,
+    duplicates,
+    high_water_marks,
+    late_events,
+    rows_of_keys,
+    touched_keys,
+    winners,
+    with_high_water,
+)
+from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
+
+log = logging.getLogger(__name__)
+AUTO = "auto"
+KINDS = (ledger.FULL, ledger.INCREMENTAL, AUTO)
+
+
+@dataclass(frozen=True)
+class Base:
+    """The verified run an incremental run extends: its log prefix, and the versions it proved equal."""
+
+    run_id: str
+    end_offsets: dict[int, int]
+    records: int
+    snapshot_versions: dict[str, int]  # batch.* table -> the version the run verified
+    stream_versions: dict[str, int]  # stream table -> the version the run verified
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What kind of run this is, on which base, and why (printed and kept in the report)."""
+
+    kind: str
+    reason: str
+    base: Base | None = None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The rows of one table an incremental run compares: those whose ``columns`` are among ``keys``."""
+
+    columns: tuple[str, ...]
+    keys: object  # a DataFrame of distinct key rows
+
+
+@dataclass
+class Extension:
+    snapshot: Snapshot
+    scopes: dict[str, Scope] = field(default_factory=dict)
+    new_records: int = 0
+
+
+def choose(requested: str, base: Base | None, why_no_base: str, last_full_at: dt.datetime | None,
+           as_of: dt.datetime, full_every_s: float) -> Plan:
+    """Pure: incremental when asked (or, for ``auto``, when the last full run is recent enough) and a base exists;
+    otherwise full, saying why."""
+    if requested == ledger.FULL:
+        return Plan(ledger.FULL, "a full run was asked for")
+    if base is None:
+        return Plan(ledger.FULL, f"no verified run to build on: {why_no_base}")
+    if requested == AUTO:
+        if last_full_at is None:
+            return Plan(ledger.FULL, "no full run yet")
+        age = as_of.timestamp() - last_full_at.timestamp()
+        if age >= full_every_s:
+            return Plan(ledger.FULL, f"the last full run is {age:.0f}s old (a full run every {full_every_s:.0f}s)")
+    return Plan(ledger.INCREMENTAL, f"builds on verified run {base.run_id}", base)
+
+
+def plan(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment, requested: str,
+         only: list[str] | None, as_of: dt.datetime | None) -> Plan:
+    if requested not in KINDS:
+        raise PlatformError(f"audit kind must be one of {', '.join(KINDS)}, got {requested!r}")
+    if requested == ledger.FULL:
+        return choose(requested, None, "", None, dt.datetime.now(dt.UTC), settings.full_audit_every_s)
+    if only:
+        if requested == ledger.INCREMENTAL:
+            raise PlatformError("an incremental audit extends every snapshot table; it cannot take --only")
+        return Plan(ledger.FULL, "--only audits a subset of tables, which no later run can build on")
+    runs = _ledger_runs(spark, settings, pipeline.name)
+    base, why = _base(spark, settings, pipeline, generation, alignment, runs)
+    fulls = [r["as_of"] or r["started_at"] for r in runs if (r["kind"] or ledger.FULL) == ledger.FULL]
+    outcome = choose(requested, base, why, max(fulls) if fulls else None, as_of or dt.datetime.now(dt.UTC),
+                     settings.full_audit_every_s)
+    if requested == ledger.INCREMENTAL and outcome.kind != ledger.INCREMENTAL:
+        raise PlatformError(f"no incremental audit possible: {why}; run a full one (--kind full)")
+    return outcome
+
+
+def _ledger_runs(spark, settings: Settings, pipeline: str) -> list[dict]:
+    """Every run of the pipeline, newest first, with its rows (one per table)."""
+    from pyspark.sql import functions as F
+
+    path = table_path(settings, ledger.LEDGER_TABLE)
+    if not (path / "_delta_log").exists():
+        return []
+    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline).collect()
+    runs: dict[str, dict] = {}
+    for r in rows:
+        r = r.asDict()
+        run = runs.setdefault(r["run_id"], {"run_id": r["run_id"], "started_at": r["started_at"],
+                                            "finished_at": r["finished_at"], "as_of": r.get("as_of"),
+                                            "kind": r.get("kind"), "rows": []})
+        run["rows"].append(r)
+    return sorted(runs.values(), key=lambda run: (run["finished_at"], run["run_id"]), reverse=True)
+
+
+def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
+          runs: list[dict]) -> tuple[Base | None, str]:
+    """The newest run, if it can be extended to ``alignment``: it succeeded on every table with this code, over the
+    same log from the same start, to a prefix of this one, and the snapshots are still as it verified them."""
+    if not runs:
+        return None, "the ledger has no run"
+    newest = runs[0]
+    rows = {r["table"]: r for r in newest["rows"]}
+    position = alignment.position
+    tables = stream_tables(pipeline, generation)
+    first = newest["rows"][0]
+    problem = None
+    if not all(r["success"] for r in newest["rows"]):
+        problem = "it did not succeed"
+    elif first["code_version"] != code_version():
+        problem = f"it ran code {first['code_version']}, this is {code_version()}"
+    elif first["topic"] != position.topic or _starts(first["start_offsets"]) != _starts(position.start_offsets):
+        problem = "it audited another log or another start"
+    elif any(o > position.end_offsets.get(p, 0) for p, o in first["end_offsets"].items()):
+        problem = "it audited a later prefix of the log"
+    elif any(t.label not in rows or rows[t.label]["stream_table"] != t.stream for t in tables):
+        problem = "it did not reconcile every table of this generation"
+    elif any(rows[t.label]["stream_version"] > alignment.versions[t.stream] for t in tables):
+        problem = "it verified later stream versions"
+    if problem is None:
+        problem = _unchanged_since(spark, settings, tables, rows, alignment)
+    if problem:
+        return None, f"the newest run {newest['run_id']}: {problem}"
+    contract = next(r for r in newest["rows"] if r["stream_table"] == "")
+    return Base(run_id=newest["run_id"], end_offsets=dict(first["end_offsets"]), records=contract["batch_rows"],
+                snapshot_versions={t.snapshot: rows[t.label]["snapshot_version"] for t in tables},
+                stream_versions={t.stream: rows[t.label]["stream_version"] for t in tables if not t.derived}), ""
+
+
+def _unchanged_since(spark, settings: Settings, tables: list, rows: dict, alignment: Alignment) -> str | None:
+    """Why the run's snapshots or the stream's history since it cannot be built on, or None."""
+    for t in tables:
+        if _history(spark, str(table_path(settings, t.snapshot)), 1)[0].version != rows[t.label]["snapshot_version"]:
+            return f"{t.snapshot} changed after it"
+    try:
+        for t in tables:
+            if not t.derived:
+                files_added(table_path(settings, t.stream), rows[t.label]["stream_version"],
+                            alignment.versions[t.stream])
+    except HistoryGone as gone:
+        return str(gone)
+    return None
+
+
+def _starts(offsets: dict) -> dict[int, int]:
+    return {int(p): int(o) for p, o in (offsets or {}).items() if o}
+
+
+def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, base: Base, run_id: str,
+           generation: str = "") -> Extension:
+    """Extend the batch snapshots from ``base`` by the records ``[O₁, O₂)``, and scope the comparison."""
+    position = alignment.position
+    new_span = StreamPosition(position.table_version, position.app_id, position.batch_id, position.topic,
+                              {p: base.end_offsets.get(p, position.start_offsets.get(p, 0))
+                               for p in position.end_offsets}, position.end_offsets)
+    check_retention(spark, settings, new_span, source=f"incremental batch recompute {run_id}")
+    snapshot = Snapshot(run_id=run_id, position=position, code_version=code_version())
+    schema, rule = pipeline.schema, pipeline.lateness_rule(settings)
+    labels = pipeline.tables()
+    key = (schema.id_field,)
+    path = {t.label: str(table_path(settings, t.snapshot)) for t in stream_tables(pipeline)}
+
+    def verified(label: str):
+        table = next(t for t in stream_tables(pipeline) if t.label == label)
+        return spark.read.format("delta").option("versionAsOf", base.snapshot_versions[table.snapshot]) \
+            .load(path[label])
+
+    log.info("incremental batch recompute %s: reading %s from Kafka (builds on %s)", run_id, new_span.describe(),
+             base.run_id)
+    with timed(snapshot.seconds, "read"):
+        raw = read_log_range(spark, settings, position.topic, new_span.start_offsets, position.end_offsets)
+        parsed = parse_records(raw, schema).localCheckpoint(eager=True)
+        new_records = parsed.count()
+        snapshot.records = base.records + new_records
+    with timed(snapshot.seconds, "compute"):
+        marks = ({int(r["partition"]): int(r["mark"])
+                  for r in high_water_marks(verified(labels.candidates), schema.time_field, rule).collect()}
+                 if rule.uses_high_water_mark else None)
+        candidates = with_high_water(candidate_rows(parsed, schema), schema.time_field, rule, marks) \
+            .localCheckpoint(eager=True)
+        ids = key_set(touched_keys(candidates, key), key, in_driver=False)
+        earlier_winners = rows_of_keys(verified(labels.events), ids.frame, key).select(*candidates.columns) \
+            .localCheckpoint(eager=True)
+        events = winners(earlier_winners.unionByName(candidates), schema.id_field, schema.time_field, rule) \
+            .localCheckpoint(eager=True)
+        records_of_ids = rows_of_keys(verified(labels.candidates), ids.frame, key).unionByName(candidates)
+    tag = {"kind": "batch_snapshot", "audit": ledger.INCREMENTAL, "builds_on": base.run_id, "run_id": run_id,
+           "pipeline": pipeline.name, "topic": position.topic,
+           "end_offsets": {str(p): o for p, o in sorted(position.end_offsets.items())},
+           "code_version": snapshot.code_version}
+    scopes = {labels.bronze: Scope(COORDINATES, parsed.select(*COORDINATES))}
+    scopes[labels.dead_letters] = scopes[labels.candidates] = scopes[labels.bronze]
+    for label in (labels.events, labels.late_events, labels.duplicates):
+        scopes[label] = Scope(key, ids.frame)
+    with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
+        idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
+        idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
+        idempotent_append(candidates, path[labels.candidates], run_id, 0)
+        upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
+        upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
+        upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
+                          duplicates(records_of_ids, events, schema.id_field), run_id, 0)
+        on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
+        touched = candidates.unionByName(earlier_winners)
+        for gold in pipeline.gold_tables:
+            label = labels.gold(gold.name)
+            affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
+                               gold.recompute_keys, in_driver=False)
+            rows = rows_of_keys(gold.key_rows(on_time, settings), affected.frame, gold.recompute_keys)
+            upsert_recomputed(spark, path[label], gold.primary_keys, affected, gold.compute(rows, settings),
+                              run_id, 0)
+            scopes[label] = Scope(gold.recompute_keys, affected.frame)
+        for t in stream_tables(pipeline):
+            snapshot.versions[t.snapshot] = _history(spark, path[t.label], 1)[0].version
+    with timed(snapshot.seconds, "scope"):
+        scopes = _with_stream_changes(spark, settings, pipeline, generation, alignment, base, scopes)
+    log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
+             snapshot.records, ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
+    return Extension(snapshot, scopes, new_records)
+
+
+def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
+                         base: Base, scopes: dict[str, Scope]) -> dict[str, Scope]:
+    """Add to each table's scope the keys of every row the stream wrote since the versions ``base`` verified, so a
+    stray write to a key the new records do not touch is compared too."""
+    labels, names = pipeline.tables(), pipeline.tables(generation)
+    id_field = pipeline.schema.id_field
+
+    def written(stream: str):
+        return rows_added(spark, table_path(settings, stream), base.stream_versions[stream],
+                          alignment.versions[stream])
+
+    by_label = {t.label: t for t in stream_tables(pipeline, generation)}
+    extra: dict[str, list] = {}
+    for table in by_label.values():
+        if table.derived:
+            continue
+        scope = scopes[table.label]
+        extra.setdefault(table.label, []).append(written(table.stream).select(*scope.columns))
+    silver_ids = [written(names.events).select(id_field), written(names.candidates).select(id_field)]
+    for label in (labels.events, labels.late_events, labels.duplicates):
+        extra[label] = silver_ids
+    widened = {}
+    for label, scope in scopes.items():
+        keys = scope.keys.select(*scope.columns)
+        for more in extra.get(label, []):
+            keys = keys.unionByName(more)
+        widened[label] = Scope(scope.columns, keys.dropna().distinct().localCheckpoint(eager=True))
+    return widened
+
+
+def restrict(frame, scope: Scope):
+    """Only the rows of ``frame`` inside ``scope``."""
+    return rows_of_keys(frame, scope.keys, scope.columns)
+
