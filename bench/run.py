@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
                         spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
-    run = Run(args.out, steps=len(args.sizes) * 3 + 2 + len(args.rates) + 1)
+    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 1)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     catalog = CatalogServer(settings, stop_with_parent=True)
     try:
