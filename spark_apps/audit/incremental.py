@@ -122,47 +122,44 @@ def plan(spark, settings: Settings, pipeline: Pipeline, generation: str, alignme
         if requested == ledger.INCREMENTAL:
             raise PlatformError("an incremental audit extends every snapshot table; it cannot take --only")
         return Plan(ledger.FULL, "--only audits a subset of tables, which no later run can build on")
-    runs = _ledger_runs(spark, settings, pipeline.name)
-    base, why = _base(spark, settings, pipeline, generation, alignment, runs)
-    fulls = [r["as_of"] or r["started_at"] for r in runs if (r["kind"] or ledger.FULL) == ledger.FULL]
-    outcome = choose(requested, base, why, max(fulls) if fulls else None, as_of or dt.datetime.now(dt.UTC),
+    newest, last_full_at = _ledger_facts(spark, settings, pipeline.name)
+    base, why = _base(spark, settings, pipeline, generation, alignment, newest)
+    outcome = choose(requested, base, why, last_full_at, as_of or dt.datetime.now(dt.UTC),
                      settings.full_audit_every_s)
     if requested == ledger.INCREMENTAL and outcome.kind != ledger.INCREMENTAL:
         raise PlatformError(f"no incremental audit possible: {why}; run a full one (--kind full)")
     return outcome
 
 
-def _ledger_runs(spark, settings: Settings, pipeline: str) -> list[dict]:
-    """Every run of the pipeline, newest first, with its rows (one per table)."""
+def _ledger_facts(spark, settings: Settings, pipeline: str) -> tuple[list[dict], dt.datetime | None]:
+    """The rows of the pipeline's newest run (one per table; none before the first run), and the moment its last
+    full run stood for."""
     from pyspark.sql import functions as F
 
     path = table_path(settings, ledger.LEDGER_TABLE)
     if not (path / "_delta_log").exists():
-        return []
-    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline).collect()
-    runs: dict[str, dict] = {}
-    for r in rows:
-        r = r.asDict()
-        run = runs.setdefault(r["run_id"], {"run_id": r["run_id"], "started_at": r["started_at"],
-                                            "finished_at": r["finished_at"], "as_of": r.get("as_of"),
-                                            "kind": r.get("kind"), "rows": []})
-        run["rows"].append(r)
-    return sorted(runs.values(), key=lambda run: (run["finished_at"], run["run_id"]), reverse=True)
+        return [], None
+    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+    kind = F.coalesce(F.col("kind"), F.lit(ledger.FULL)) if "kind" in rows.columns else F.lit(ledger.FULL)
+    last_full_at = rows.where(kind == ledger.FULL).agg(F.max(F.coalesce("as_of", "started_at"))).first()[0]
+    newest = rows.orderBy(F.col("finished_at").desc(), F.col("run_id").desc()).select("run_id").first()
+    if newest is None:
+        return [], last_full_at
+    return [r.asDict() for r in rows.where(F.col("run_id") == newest["run_id"]).collect()], last_full_at
 
 
 def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
-          runs: list[dict]) -> tuple[Base | None, str]:
+          newest: list[dict]) -> tuple[Base | None, str]:
     """The newest run, if it can be extended to ``alignment``: it succeeded on every table with this code, over the
     same log from the same start, to a prefix of this one, and the snapshots are still as it verified them."""
-    if not runs:
+    if not newest:
         return None, "the ledger has no run"
-    newest = runs[0]
-    rows = {r["table"]: r for r in newest["rows"]}
+    rows = {r["table"]: r for r in newest}
     position = alignment.position
     tables = stream_tables(pipeline, generation)
-    first = newest["rows"][0]
+    first = newest[0]
     problem = None
-    if not all(r["success"] for r in newest["rows"]):
+    if not all(r["success"] for r in newest):
         problem = "it did not succeed"
     elif first["code_version"] != code_version():
         problem = f"it ran code {first['code_version']}, this is {code_version()}"
@@ -177,9 +174,9 @@ def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignm
     if problem is None:
         problem = _unchanged_since(spark, settings, tables, rows, alignment)
     if problem:
-        return None, f"the newest run {newest['run_id']}: {problem}"
-    contract = next(r for r in newest["rows"] if r["stream_table"] == "")
-    return Base(run_id=newest["run_id"], end_offsets=dict(first["end_offsets"]), records=contract["batch_rows"],
+        return None, f"the newest run {first['run_id']}: {problem}"
+    contract = next(r for r in newest if r["stream_table"] == "")
+    return Base(run_id=first["run_id"], end_offsets=dict(first["end_offsets"]), records=contract["batch_rows"],
                 snapshot_versions={t.snapshot: rows[t.label]["snapshot_version"] for t in tables},
                 stream_versions={t.stream: rows[t.label]["stream_version"] for t in tables if not t.derived}), ""
 
