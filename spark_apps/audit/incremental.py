@@ -6,7 +6,7 @@ at ``O₁`` (stream == batch at every table), a later run at ``O₂`` needs only
 1. the batch side, extended by the batch code path: the records ``[O₁, O₂)`` read from Kafka, parsed and validated,
    appended to bronze, dead letters and candidates; the winner of each event id they touch recomputed by
    :func:`winners` over its earlier winner and its new records (the earliest record in the log wins, so that is the
-   winner over all of them); every gold key those records or the winners they earlier_winners belong to recomputed from
+   winner over all of them); every gold key those records or the winners they displaced belong to recomputed from
    the extended events, by the gold table's own function. Nothing is read from the stream's tables.
 2. the comparison, on the keys that can differ: the keys the new records touch on the batch side, and the keys of
    every row the stream wrote since the versions the base run verified (the rows of the files its commits added),
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from spark_apps.audit import ledger
 from spark_apps.audit.recompute import (
@@ -88,11 +88,10 @@ class Scope:
     keys: object  # a DataFrame of distinct key rows
 
 
-@dataclass
+@dataclass(frozen=True)
 class Extension:
     snapshot: Snapshot
-    scopes: dict[str, Scope] = field(default_factory=dict)
-    new_records: int = 0
+    scopes: dict[str, Scope]
 
 
 def choose(requested: str, base: Base | None, why_no_base: str, last_full_at: dt.datetime | None,
@@ -212,11 +211,11 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     schema, rule = pipeline.schema, pipeline.lateness_rule(settings)
     labels = pipeline.tables()
     key = (schema.id_field,)
-    path = {t.label: str(table_path(settings, t.snapshot)) for t in stream_tables(pipeline)}
+    snapshots = {t.label: t.snapshot for t in stream_tables(pipeline)}
+    path = {label: str(table_path(settings, snapshot)) for label, snapshot in snapshots.items()}
 
     def verified(label: str):
-        table = next(t for t in stream_tables(pipeline) if t.label == label)
-        return spark.read.format("delta").option("versionAsOf", base.snapshot_versions[table.snapshot]) \
+        return spark.read.format("delta").option("versionAsOf", base.snapshot_versions[snapshots[label]]) \
             .load(path[label])
 
     log.info("incremental batch recompute %s: reading %s from Kafka (builds on %s)", run_id, new_span.describe(),
@@ -264,13 +263,13 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
             upsert_recomputed(spark, path[label], gold.primary_keys, affected, gold.compute(rows, settings),
                               run_id, 0)
             scopes[label] = Scope(gold.recompute_keys, affected.frame)
-        for t in stream_tables(pipeline):
-            snapshot.versions[t.snapshot] = _history(spark, path[t.label], 1)[0].version
+        for label, name in snapshots.items():
+            snapshot.versions[name] = _history(spark, path[label], 1)[0].version
     with timed(snapshot.seconds, "scope"):
         scopes = _with_stream_changes(spark, settings, pipeline, generation, alignment, base, scopes)
     log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
              snapshot.records, ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
-    return Extension(snapshot, scopes, new_records)
+    return Extension(snapshot, scopes)
 
 
 def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
@@ -284,16 +283,11 @@ def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generati
         return rows_added(spark, table_path(settings, stream), base.stream_versions[stream],
                           alignment.versions[stream])
 
-    by_label = {t.label: t for t in stream_tables(pipeline, generation)}
-    extra: dict[str, list] = {}
-    for table in by_label.values():
-        if table.derived:
-            continue
-        scope = scopes[table.label]
-        extra.setdefault(table.label, []).append(written(table.stream).select(*scope.columns))
+    by_id = (labels.events, labels.late_events, labels.duplicates)
+    extra = {t.label: [written(t.stream).select(*scopes[t.label].columns)]
+             for t in stream_tables(pipeline, generation) if not t.derived and t.label not in by_id}
     silver_ids = [written(names.events).select(id_field), written(names.candidates).select(id_field)]
-    for label in (labels.events, labels.late_events, labels.duplicates):
-        extra[label] = silver_ids
+    extra.update({label: silver_ids for label in by_id})
     widened = {}
     for label, scope in scopes.items():
         keys = scope.keys.select(*scope.columns)
