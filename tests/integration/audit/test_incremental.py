@@ -48,7 +48,28 @@ def test_an_audit_after_a_full_one_extends_it_by_the_new_records_and_is_exact(sp
     assert {(r.kind, r.builds_on) for r in rows} == {(INCREMENTAL, full.run_id)}
 
 
+def test_an_incremental_audit_catches_a_stray_write_to_a_key_no_new_record_touched(spark, extended):
+    stream_settings, _, increment = extended
+    path = str(table_path(stream_settings, PIPELINE.tables().gold("order_status")))
+    before = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first().version
+    row = spark.read.format("delta").load(path).orderBy("order_id").first()
+    try:
+        spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') "
+                  f"WHERE order_id = '{row.order_id}'")
+        stray = audit(spark, stream_settings, PIPELINE, kind=INCREMENTAL)
+    finally:
+        spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {before}")
+    assert (stray.kind, stray.builds_on) == (INCREMENTAL, increment.run_id)
+    verdict = next(v for v in stray.verdicts if v.table.label == "gold.order_status")
+    assert not stray.success and not verdict.stream_equals_batch
+    assert verdict.diff.counts[MISMATCH] == 1 and verdict.diff.counts[MISSING] == verdict.diff.counts[EXTRA] == 0
+    samples = [s for e in verdict.gx.expectations if not e.success for s in e.samples]
+    assert any(f"order_id={row.order_id}" in s for s in samples), samples
+
+
 def test_the_extended_snapshots_equal_a_full_recompute_of_the_same_prefix(spark, extended):
+    """Runs after the stray-write test, which builds on the fixture's incremental run: this recompute writes new
+    versions of the ``batch.*`` snapshots, so no later run could."""
     stream_settings, _, increment = extended
     again = recompute(spark, stream_settings, PIPELINE, align(spark, stream_settings, PIPELINE),
                       f"again-{uuid.uuid4().hex[:6]}")
@@ -60,23 +81,3 @@ def test_the_extended_snapshots_equal_a_full_recompute_of_the_same_prefix(spark,
         assert extended_rows.count() == recomputed_rows.count() > 0 or table.label.endswith("dead_letters")
         assert extended_rows.exceptAll(recomputed_rows).isEmpty(), table.snapshot
         assert recomputed_rows.exceptAll(extended_rows).isEmpty(), table.snapshot
-
-
-def test_an_incremental_audit_catches_a_stray_write_to_a_key_no_new_record_touched(spark, extended):
-    stream_settings, _, _ = extended
-    base = audit(spark, stream_settings, PIPELINE, kind=FULL)
-    path = str(table_path(stream_settings, PIPELINE.tables().gold("order_status")))
-    before = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first().version
-    row = spark.read.format("delta").load(path).orderBy("order_id").first()
-    try:
-        spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') "
-                  f"WHERE order_id = '{row.order_id}'")
-        stray = audit(spark, stream_settings, PIPELINE, kind=INCREMENTAL)
-    finally:
-        spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {before}")
-    assert (stray.kind, stray.builds_on) == (INCREMENTAL, base.run_id)
-    verdict = next(v for v in stray.verdicts if v.table.label == "gold.order_status")
-    assert not stray.success and not verdict.stream_equals_batch
-    assert verdict.diff.counts[MISMATCH] == 1 and verdict.diff.counts[MISSING] == verdict.diff.counts[EXTRA] == 0
-    samples = [s for e in verdict.gx.expectations if not e.success for s in e.samples]
-    assert any(f"order_id={row.order_id}" in s for s in samples), samples
