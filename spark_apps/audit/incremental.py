@@ -7,9 +7,7 @@ at ``O₁`` (stream == batch at every table), a later run at ``O₂`` needs only
    appended to bronze, dead letters and candidates; the winner of each event id they touch recomputed by
    :func:`winners` over its earlier winner and its new records (the earliest record in the log wins, so that is the
    winner over all of them); every gold key those records or the winners they displaced belong to recomputed from
-   the extended events, by the gold table's own function. Nothing is read from the stream's tables. Each snapshot
-   gets only the rows that differ from what it held of those keys (``write_changes``): new keys are appended, and
-   only keys whose rows changed go through a MERGE, which rewrites every file holding one of them.
+   the extended events, by the gold table's own function. Nothing is read from the stream's tables.
 2. the comparison, on the keys that can differ: the keys the new records touch on the batch side, and the keys of
    every row the stream wrote since the versions the base run verified (the rows of the files its commits added),
    plus every table's whole row count on both sides (a row the stream only deleted shows there).
@@ -40,7 +38,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
-from spark_apps.io.delta_writes import commit_metadata, idempotent_append, write_changes
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
 from spark_apps.io.key_sets import key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
@@ -251,12 +249,10 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
         idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
         idempotent_append(candidates, path[labels.candidates], run_id, 0)
-        for label, primary_keys, rows in ((labels.events, key, events),
-                                          (labels.late_events, key, late_events(events)),
-                                          (labels.duplicates, COORDINATES,
-                                           duplicates(records_of_ids, events, schema.id_field))):
-            write_changes(spark, path[label], primary_keys, rows_of_keys(verified(label), ids.frame, key), rows,
-                          run_id)
+        upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
+        upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
+        upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
+                          duplicates(records_of_ids, events, schema.id_field), run_id, 0)
         on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
         touched = candidates.unionByName(earlier_winners)
         for gold in pipeline.gold_tables:
@@ -264,9 +260,8 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
             affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
                                gold.recompute_keys, in_driver=False)
             rows = rows_of_keys(gold.key_rows(on_time, settings), affected.frame, gold.recompute_keys)
-            write_changes(spark, path[label], gold.primary_keys,
-                          rows_of_keys(verified(label), affected.frame, gold.recompute_keys),
-                          gold.compute(rows, settings), run_id)
+            upsert_recomputed(spark, path[label], gold.primary_keys, affected, gold.compute(rows, settings),
+                              run_id, 0)
             scopes[label] = Scope(gold.recompute_keys, affected.frame)
         for label, name in snapshots.items():
             snapshot.versions[name] = _history(spark, path[label], 1)[0].version

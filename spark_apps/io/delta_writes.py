@@ -29,7 +29,7 @@ from delta.exceptions import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.io.key_sets import KeySet, key_set
+from spark_apps.io.key_sets import KeySet
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -150,29 +150,6 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected:
          .whenMatchedUpdate(condition=f"NOT s._delete AND ({changed})", set=assignments)
          .whenNotMatchedInsert(condition="NOT s._delete", values=assignments)
          .execute())
-
-
-def write_changes(spark, path: str, primary_keys: tuple[str, ...], before: DataFrame, after: DataFrame,
-                  app_id: str) -> None:
-    """Make the table's rows ``before`` (every row it has of some keys) into ``after`` (what those keys' rows should
-    be), writing only what differs: rows of primary keys the table lacks are appended, and only keys whose row
-    changed or vanished go through a MERGE.
-
-    A MERGE rewrites every file holding a matched row, and random keys touch every file, so merging all of a large
-    set of mostly new keys costs as much as rewriting the table. The append is ``(app_id, 0)`` and the MERGE
-    ``(app_id, 1)``, so a retried call skips whichever of the two already committed.
-    """
-    before = before.select(*after.columns).localCheckpoint(eager=True)
-    written = after.exceptAll(before).localCheckpoint(eager=True)
-    had = before.select(*primary_keys)
-    idempotent_append(written.join(had, list(primary_keys), "left_anti"), path, app_id, 0)
-    rewritten = (written.select(*primary_keys).join(had, list(primary_keys), "left_semi")
-                 .unionByName(had.join(after.select(*primary_keys), list(primary_keys), "left_anti"))
-                 .distinct())
-    keys = key_set(rewritten, primary_keys, in_driver=False)
-    if not keys.empty:
-        upsert_recomputed(spark, path, primary_keys, keys,
-                          written.join(F.broadcast(keys.frame), list(primary_keys), "left_semi"), app_id, 1)
 
 
 def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,

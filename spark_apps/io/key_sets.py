@@ -16,7 +16,6 @@ from pyspark.sql import functions as F
 
 # Batches of at most this many records keep their keys in the driver (there are at most as many keys as records).
 KEYS_IN_DRIVER_MAX_RECORDS = 20_000
-NO_KEYS = " AND false"
 
 
 @dataclass(frozen=True)
@@ -26,10 +25,6 @@ class KeySet:
     frame: DataFrame
     keys: tuple[str, ...]
     prune: str
-
-    @property
-    def empty(self) -> bool:
-        return self.prune == NO_KEYS
 
 
 def key_set(keys_df: DataFrame, keys: tuple[str, ...], in_driver: bool) -> KeySet:
@@ -58,7 +53,7 @@ def _range_condition(values: dict, keys: tuple[str, ...], types: dict[str, str])
     for i, key in enumerate(keys):
         lo, hi = values[f"lo_{i}"], values[f"hi_{i}"]
         if lo is None:
-            return NO_KEYS
+            return " AND false"
         parts.append(f" AND t.`{key}` BETWEEN {_typed_literal(lo, types[key])} AND {_typed_literal(hi, types[key])}")
     return "".join(parts)
 
