@@ -245,26 +245,36 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     scopes[labels.dead_letters] = scopes[labels.candidates] = scopes[labels.bronze]
     for label in (labels.events, labels.late_events, labels.duplicates):
         scopes[label] = Scope(key, ids.frame)
+    writes: dict[str, float] = {}  # per snapshot table: where the write phase goes, in the log
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
-        idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
-        idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
-        idempotent_append(candidates, path[labels.candidates], run_id, 0)
-        upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
-        upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
-        upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
-                          duplicates(records_of_ids, events, schema.id_field), run_id, 0)
+        with timed(writes, labels.bronze):
+            idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
+        with timed(writes, labels.dead_letters):
+            idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
+        with timed(writes, labels.candidates):
+            idempotent_append(candidates, path[labels.candidates], run_id, 0)
+        with timed(writes, labels.events):
+            upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
+        with timed(writes, labels.late_events):
+            upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
+        with timed(writes, labels.duplicates):
+            upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
+                              duplicates(records_of_ids, events, schema.id_field), run_id, 0)
         on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
         touched = candidates.unionByName(earlier_winners)
         for gold in pipeline.gold_tables:
             label = labels.gold(gold.name)
-            affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
-                               gold.recompute_keys, in_driver=False)
-            rows = rows_of_keys(gold.key_rows(on_time, settings), affected.frame, gold.recompute_keys)
-            upsert_recomputed(spark, path[label], gold.primary_keys, affected, gold.compute(rows, settings),
-                              run_id, 0)
+            with timed(writes, label):
+                affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
+                                   gold.recompute_keys, in_driver=False)
+                rows = rows_of_keys(gold.key_rows(on_time, settings), affected.frame, gold.recompute_keys)
+                upsert_recomputed(spark, path[label], gold.primary_keys, affected, gold.compute(rows, settings),
+                                  run_id, 0)
             scopes[label] = Scope(gold.recompute_keys, affected.frame)
         for label, name in snapshots.items():
             snapshot.versions[name] = _history(spark, path[label], 1)[0].version
+    log.info("incremental batch recompute %s: write %s", run_id,
+             ", ".join(f"{label} {seconds:.1f}s" for label, seconds in writes.items()))
     with timed(snapshot.seconds, "scope"):
         scopes = _with_stream_changes(spark, settings, pipeline, generation, alignment, base, scopes)
     log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
