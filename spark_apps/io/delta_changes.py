@@ -20,17 +20,19 @@ class HistoryGone(PlatformError):
 
 
 def files_added(table: Path, after: int, through: int) -> set[str]:
-    """Names of the data files the commits ``after + 1 .. through`` added (a deletion vector's update re-adds a file:
-    counted, a superset is harmless)."""
+    """Names of the data files the commits ``after + 1 .. through`` added with rows in them.
+
+    A MERGE into a table with deletion vectors removes and re-adds a file it only marked rows of, in the same
+    commit: the file is the same, its rows fewer, so it holds no new row and is left out."""
     names: set[str] = set()
     for version in range(after + 1, through + 1):
         commit = table / "_delta_log" / f"{version:020d}.json"
         if not commit.exists():
             raise HistoryGone(f"{commit} is gone (log retention), so the changes since version {after} are unknown")
-        for line in commit.read_text().splitlines():
-            action = json.loads(line) if line.strip() else {}
-            if "add" in action:
-                names.add(unquote(action["add"]["path"]).rsplit("/", 1)[-1])
+        actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+        removed = {a["remove"]["path"] for a in actions if "remove" in a}
+        names.update(unquote(a["add"]["path"]).rsplit("/", 1)[-1] for a in actions
+                     if "add" in a and not (a["add"].get("deletionVector") and a["add"]["path"] in removed))
     return names
 
 

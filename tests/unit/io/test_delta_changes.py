@@ -26,6 +26,15 @@ def test_rows_added_after_a_version_are_the_inserted_and_rewritten_rows_only(spa
     assert ids(rows_added(spark, path, latest, latest)) == set()
 
 
+def test_a_file_a_merge_only_marked_rows_of_brings_none_of_its_other_rows(spark, tmp_path):
+    path = tmp_path / f"t-{uuid.uuid4().hex[:8]}"
+    spark.createDataFrame([("a", 1), ("b", 2), ("c", 3)], SCHEMA).coalesce(1).write.format("delta") \
+        .option("delta.enableDeletionVectors", "true").save(str(path))
+    spark.sql(f"MERGE INTO delta.`{path}` t USING (SELECT 'b' AS id, 20L AS amount) s ON t.id = s.id "
+              "WHEN MATCHED THEN UPDATE SET *")
+    assert ids(rows_added(spark, path, 0, 1)) == {"b"}, "the one file, re-added with b marked, brings not a or c"
+
+
 def test_a_cleaned_up_commit_says_the_changes_are_unknown(spark, tmp_path):
     path = tmp_path / f"t-{uuid.uuid4().hex[:8]}"
     spark.createDataFrame([("a", 1)], SCHEMA).write.format("delta").save(str(path))
