@@ -19,7 +19,7 @@ from spark_apps.core.progress import timed
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import existing_table_path, register_table, table_path
-from spark_apps.io.delta_writes import commit_metadata
+from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, commit_metadata
 from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.pipeline.declaration import Pipeline
@@ -277,7 +277,8 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
         for table in stream_tables(pipeline):
             path = str(table_path(settings, table.snapshot))
-            frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+            frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+                .options(**MERGE_TARGET_PROPERTIES).save(path)
             register_table(spark, settings, table.snapshot)
             snapshot.versions[table.snapshot] = _history(spark, path, 1)[0].version
     log.info("batch recompute %s: %d records of %s in %s", run_id, snapshot.records, position.describe(),

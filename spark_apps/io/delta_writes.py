@@ -43,6 +43,11 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # A batch's own commit is among a table's newest ones: only maintenance (OPTIMIZE, VACUUM) commits in between.
 BATCH_COMMIT_LOOKBACK = 20
+# Set on every table a MERGE rewrites, when it is created. With deletion vectors a MERGE marks the rows it replaces
+# and writes only those, instead of copying every other row of the files they sit in: at 1M-event tables a gold
+# MERGE of about 20 keys copied up to 457,000 rows (6-11 s); with the vectors it copies none (3.5-4 s). A table
+# created before keeps its protocol: turning them on upgrades it past older readers, so that is the owner's call.
+MERGE_TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 
 
 @contextmanager

@@ -39,6 +39,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut
 from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, table_path
 from spark_apps.io.delta_writes import (
+    MERGE_TARGET_PROPERTIES,
     batch_commit,
     commit_metadata,
     idempotent_append,
@@ -143,16 +144,17 @@ class StreamJob:
         events = winners(candidates, schema.id_field, schema.time_field, self.lateness)
         on_time = events.where("NOT is_late")
         assert_deterministic(self.pipeline, on_time, self.settings)
+        merged = MERGE_TARGET_PROPERTIES
         cdf = {"delta.enableChangeDataFeed": "true"}
         ensure_table(self.spark, self.settings, self.tables.bronze, parsed.select(*BRONZE_COLUMNS).schema)
         ensure_table(self.spark, self.settings, self.tables.dead_letters, dead_letters(parsed).schema)
         ensure_table(self.spark, self.settings, self.tables.candidates, candidates.schema)
-        ensure_table(self.spark, self.settings, self.tables.events, events.schema, properties=cdf)
+        ensure_table(self.spark, self.settings, self.tables.events, events.schema, properties=merged | cdf)
         ensure_table(self.spark, self.settings, self.tables.commits, _commits_schema())
         for gold in self.pipeline.gold_tables:
             output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
             ensure_table(self.spark, self.settings, self.tables.gold(gold.name), output.schema,
-                         properties=cdf if gold.change_data_feed else None)
+                         properties=(merged | cdf) if gold.change_data_feed else merged)
         register_derived_views(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------

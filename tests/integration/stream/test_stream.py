@@ -117,6 +117,21 @@ def test_every_table_version_records_the_offsets_it_reflects(spark, restarted_st
     assert gold.end_offsets == batch_end_offsets(job.checkpoint, committed_batches(job.checkpoint)[-1], job.topic)
 
 
+def test_the_merges_of_the_stream_rewrite_only_the_rows_they_change(spark, restarted_stream):
+    """Deletion vectors: a MERGE marks the rows it replaces instead of copying the rest of their files."""
+    job = restarted_stream.job
+    merges = {}
+    for table in [job.tables.events, *[job.tables.gold(g.name) for g in PIPELINE.gold_tables]]:
+        path = job.path(table)
+        assert spark.sql(f"SHOW TBLPROPERTIES delta.`{path}` ('delta.enableDeletionVectors')").first().value == "true"
+        merges[table] = [r.operationMetrics for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+                         if r.operation == "MERGE"]
+        assert merges[table], f"{table} has MERGE commits"
+        assert {m["numTargetRowsCopied"] for m in merges[table]} == {"0"}, table
+    assert any(int(m["numTargetDeletionVectorsAdded"]) for m in merges[job.tables.gold("order_status")]), \
+        "an order's later payment replaced its row by marking it"
+
+
 def test_a_deleted_checkpoint_with_kept_tables_is_refused(spark, restarted_stream, tmp_path):
     job = restarted_stream.job
     bronze_rows = spark.read.format("delta").load(job.path(job.tables.bronze)).count()

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_apps.io.delta_writes import upsert_recomputed
+from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, upsert_recomputed
 from spark_apps.io.key_sets import key_set
 
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
@@ -50,6 +50,20 @@ def test_a_replayed_batch_changes_nothing(spark, table):
     upsert_recomputed(spark, table, ("customer", "session_start"), affected,
                       spark.createDataFrame([("c", T0, 400)], SCHEMA), "app", 7)
     assert spark.read.format("delta").load(table).where("customer = 'c'").first()["events"] == 40
+
+
+def test_a_merge_target_rewrites_only_the_rows_of_the_affected_keys(spark, tmp_path):
+    path = str(tmp_path / "orders")
+    rows = [(f"o{i:03d}", "placed") for i in range(200)]
+    spark.createDataFrame(rows, "order_id string, status string").coalesce(1).write.format("delta") \
+        .options(**MERGE_TARGET_PROPERTIES).save(path)
+    affected = key_set(spark.createDataFrame([("o007",)], "order_id string"), ("order_id",), True)
+    upsert_recomputed(spark, path, ("order_id",), affected,
+                      spark.createDataFrame([("o007", "paid")], "order_id string, status string"), "app", 0)
+    metrics = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first().operationMetrics
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsCopied"]) == ("1", "0"), \
+        "the other 199 rows of the file stay where they are, marked around"
+    assert spark.read.format("delta").load(path).where("status = 'paid'").count() == 1
 
 
 def test_keys_fixed_in_the_driver_keep_their_exact_types_and_range(spark):
