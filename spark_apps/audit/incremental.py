@@ -38,7 +38,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
-from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_recomputed
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
 from spark_apps.io.key_sets import key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
@@ -267,9 +267,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
             with timed(writes, label):
                 affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
                                    gold.recompute_keys, in_driver=False)
-                rows = rows_of_keys(gold.key_rows(on_time, settings), affected.frame, gold.recompute_keys)
-                upsert_recomputed(spark, path[label], gold.primary_keys, affected, gold.compute(rows, settings),
-                                  run_id, 0)
+                upsert_gold_keys(spark, path[label], gold, on_time, affected, settings, run_id, 0)
             scopes[label] = Scope(gold.recompute_keys, affected.frame)
         for label, name in snapshots.items():
             snapshot.versions[name] = _history(spark, path[label], 1)[0].version

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from delta.exceptions import (
     ConcurrentAppendException,
@@ -30,6 +30,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_apps.io.key_sets import KeySet
+
+if TYPE_CHECKING:
+    from spark_apps.core.settings import Settings
+    from spark_apps.pipeline.declaration import GoldTable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -135,8 +139,7 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected:
         # One row per affected key at most: a key with no recomputed row is deleted, if the table has it.
         gone = affected.frame.select(*primary_keys)
     else:
-        gone = (spark.read.format("delta").load(path)
-                .join(F.broadcast(affected.frame), list(affected.keys), "left_semi").select(*primary_keys))
+        gone = affected.rows_of(spark.read.format("delta").load(path)).select(*primary_keys)
     tombstones = (gone.join(recomputed.select(*primary_keys), list(primary_keys), "left_anti")
                   .withColumn("_delete", F.lit(True)))
     # Materialized once, so the MERGE neither re-reads its own target nor recomputes the source per pass.
@@ -155,6 +158,13 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected:
          .whenMatchedUpdate(condition=f"NOT s._delete AND ({changed})", set=assignments)
          .whenNotMatchedInsert(condition="NOT s._delete", values=assignments)
          .execute())
+
+
+def upsert_gold_keys(spark, path: str, gold: GoldTable, on_time: DataFrame, affected: KeySet, settings: Settings,
+                     app_id: str, batch_id: int) -> None:
+    """Recompute a gold table's ``affected`` keys from silver's on-time events, and make its rows equal to that."""
+    rows = affected.rows_of(gold.key_rows(on_time, settings))
+    upsert_recomputed(spark, path, gold.primary_keys, affected, gold.compute(rows, settings), app_id, batch_id)
 
 
 def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,

@@ -26,6 +26,10 @@ class KeySet:
     keys: tuple[str, ...]
     prune: str
 
+    def rows_of(self, rows: DataFrame) -> DataFrame:
+        """Only the rows whose key is in the set."""
+        return rows.join(F.broadcast(self.frame), list(self.keys), "left_semi")
+
 
 def key_set(keys_df: DataFrame, keys: tuple[str, ...], in_driver: bool) -> KeySet:
     """Fix ``keys_df`` (distinct key rows) for the rest of the batch: in the driver, or as a local checkpoint."""

@@ -44,7 +44,7 @@ from spark_apps.io.delta_writes import (
     commit_metadata,
     idempotent_append,
     merge_earliest,
-    upsert_recomputed,
+    upsert_gold_keys,
     with_retries,
 )
 from spark_apps.io.fencing import CheckpointFence
@@ -61,7 +61,6 @@ from spark_apps.transforms.events import (
     future_flag,
     high_water_marks,
     late_events_query,
-    rows_of_keys,
     touched_keys,
     winners,
     with_high_water,
@@ -319,9 +318,7 @@ class StreamJob:
             with timed(timings, f"gold_{gold.name}"):
                 affected = key_set(touched_keys(gold.key_rows(touched, self.settings), gold.recompute_keys),
                                    gold.recompute_keys, in_driver)
-                rows = rows_of_keys(gold.key_rows(on_time, self.settings), affected.frame, gold.recompute_keys)
-                self._upsert(spark, self.tables.gold(gold.name), gold.primary_keys, affected,
-                             gold.compute(rows, self.settings), app_id, batch_id)
+                self._upsert_gold(spark, gold, on_time, affected, app_id, batch_id)
 
     def _displaced_winners(self, spark, first, app_id: str, batch_id: int):
         """The winners this batch's MERGE into ``silver.events`` replaced (a record earlier in the log than the one
@@ -349,11 +346,13 @@ class StreamJob:
             log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
                         str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
-    def _upsert(self, spark, table: str, *args) -> None:
-        """``upsert_recomputed`` into ``table``, retried (bounded, logged) when a concurrent commit such as the
+    def _upsert_gold(self, spark, gold, on_time, affected, app_id: str, batch_id: int) -> None:
+        """``upsert_gold_keys`` into the gold table, retried (bounded, logged) when a concurrent commit such as the
         OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the table, and the (app id, batch
         id) pair keeps it idempotent."""
-        with_retries(lambda: upsert_recomputed(spark, self.path(table), *args), f"MERGE into {table} (stream)")
+        table = self.tables.gold(gold.name)
+        with_retries(lambda: upsert_gold_keys(spark, self.path(table), gold, on_time, affected, self.settings,
+                                              app_id, batch_id), f"MERGE into {table} (stream)")
 
     def _record_commit(self, spark, meta: dict, start: dict[int, int], records: int, dead: int,
                        duration: float) -> None:
