@@ -209,6 +209,19 @@ def test_order_status_joins_orders_payments_and_refunds_full_outer_with_one_stat
     assertDataFrameEqual(result.drop("customer_id", "merchant_id", "currency"), expected)
 
 
+def test_every_gold_table_of_the_marketplace_reads_its_rows_once(spark, tmp_path):
+    """A micro-batch recomputes each gold table from silver's rows of the affected keys: every read of those rows in
+    a computation is another scan of silver."""
+    settings = Settings()
+    spark.createDataFrame([marketplace_event("e1", "order_placed", 1, "o1")], MARKETPLACE_EVENT_SCHEMA) \
+        .write.parquet(str(tmp_path / "silver"))
+    silver = spark.read.parquet(str(tmp_path / "silver"))
+    for key_rows, compute in ((order_key_rows, order_status), (customer_key_rows, customer_sessions),
+                              (revenue_key_rows, merchant_revenue)):
+        plan = compute(key_rows(silver, settings), settings)._jdf.queryExecution().optimizedPlan().toString()
+        assert plan.count("parquet") == 1, f"{compute.__name__} reads silver more than once:\n{plan}"
+
+
 def test_an_event_that_closes_the_gap_merges_two_sessions(spark):
     assert SESSION_GAP_S == 300
     settings = Settings()
