@@ -52,6 +52,8 @@ BATCH_COMMIT_LOOKBACK = 20
 # MERGE of about 20 keys copied up to 457,000 rows (6-11 s); with the vectors it copies none (3.5-4 s). A table
 # created before keeps its protocol: turning them on upgrades it past older readers, so that is the owner's call.
 MERGE_TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+# Marks the recomputed rows in ``merge_source``'s outer join, apart from the keys it adds to delete.
+RECOMPUTED = "_recomputed"
 
 
 @contextmanager
@@ -125,6 +127,17 @@ def batch_commit(spark, path: str, app_id: str, batch_id: int) -> BatchCommit | 
     return None
 
 
+def merge_source(recomputed: DataFrame, gone: DataFrame, primary_keys: tuple[str, ...]) -> DataFrame:
+    """``recomputed``'s rows (``_delete`` false) and a tombstone (``_delete`` true, no values) for each key of
+    ``gone`` that has no recomputed row.
+
+    One pass over the recomputed rows: a key they lack leaves the outer join with no recomputed row. An anti join
+    against them would compute them a second time, silver read and all, only to broadcast their keys."""
+    return (recomputed.withColumn(RECOMPUTED, F.lit(True))
+            .join(gone, list(primary_keys), "full_outer")
+            .withColumn("_delete", F.col(RECOMPUTED).isNull()).drop(RECOMPUTED))
+
+
 def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected: KeySet, recomputed: DataFrame,
                       app_id: str, batch_id: int) -> None:
     """Make the rows of the ``affected`` keys equal to ``recomputed``: update, insert, delete the rest.
@@ -140,12 +153,8 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected:
         gone = affected.frame.select(*primary_keys)
     else:
         gone = affected.rows_of(spark.read.format("delta").load(path)).select(*primary_keys)
-    tombstones = (gone.join(recomputed.select(*primary_keys), list(primary_keys), "left_anti")
-                  .withColumn("_delete", F.lit(True)))
     # Materialized once, so the MERGE neither re-reads its own target nor recomputes the source per pass.
-    source = (recomputed.withColumn("_delete", F.lit(False))
-              .unionByName(tombstones, allowMissingColumns=True)
-              .localCheckpoint(eager=True))
+    source = merge_source(recomputed, gone, primary_keys).localCheckpoint(eager=True)
 
     match = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in primary_keys)
     value_columns = [c for c in recomputed.columns if c not in primary_keys]

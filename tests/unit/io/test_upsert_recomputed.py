@@ -6,7 +6,7 @@ import uuid
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, upsert_recomputed
+from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, merge_source, upsert_recomputed
 from spark_apps.io.key_sets import key_set
 
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
@@ -75,3 +75,17 @@ def test_keys_fixed_in_the_driver_keep_their_exact_types_and_range(spark):
     assertDataFrameEqual(in_driver.frame, keys)
     empty = key_set(keys.where("false"), ("merchant", "w"), True)
     assert empty.prune == " AND false" and empty.frame.count() == 0
+
+
+def test_the_merge_source_computes_the_recomputed_rows_once(spark, tmp_path):
+    """The recomputed rows are a gold computation over silver: every read of them in the source is another scan of
+    silver (and another Spark job) per gold table and micro-batch."""
+    spark.createDataFrame([("a", T0, 5), ("d", T0, 6)], SCHEMA).write.parquet(str(tmp_path / "recomputed"))
+    recomputed = spark.read.parquet(str(tmp_path / "recomputed"))
+    gone = spark.createDataFrame([("a", T0), ("b", T0)], "customer string, session_start timestamp")
+    source = merge_source(recomputed, gone, ("customer", "session_start"))
+    plan = source._jdf.queryExecution().optimizedPlan().toString()
+    assert plan.count("parquet") == 1, f"the source reads the recomputed rows more than once:\n{plan}"
+    assertDataFrameEqual(source.select("customer", "session_start", "events", "_delete"), spark.createDataFrame(
+        [("a", T0, 5, False), ("b", T0, None, True), ("d", T0, 6, False)],
+        "customer string, session_start timestamp, events long, _delete boolean"))
