@@ -76,6 +76,14 @@ from spark_apps.transforms.parsing import (
 log = logging.getLogger(__name__)
 # Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
 BRONZE_COLUMNS = COORDINATE_COLUMNS
+# Set on the stream's own (cloned) session; the caller's session, and so the batch recompute, keeps Spark's defaults.
+# A micro-batch runs many small queries:
+# - adaptive execution splits each into extra jobs (one per re-planned stage) that cost more than they save
+#   (measured: 97 Spark jobs per 1,000-record batch instead of 151);
+# - a runtime Bloom filter on the silver MERGE's join costs a job to build it and ships it (4.1 MiB) inside the task
+#   binary of every task of the MERGE's scans (measured, docs/scaling.md: the silver stage 24 % faster without it).
+STREAM_SESSION_CONF = {"spark.sql.adaptive.enabled": "false",
+                       "spark.sql.optimizer.runtime.bloomFilter.enabled": "false"}
 
 
 class CheckpointMismatch(PlatformError):
@@ -204,10 +212,8 @@ class StreamJob:
             self.stats.append(BatchStats(batch_id, 0, 0, time.monotonic() - started, {}, end))
             return
         spark = batch_df.sparkSession
-        # The stream's own (cloned) session: a micro-batch runs many small queries, and adaptive execution splits
-        # each into extra jobs (one per re-planned stage) that cost more than they save. Measured: 97 Spark jobs per
-        # 1,000-record batch instead of 151. The caller's session, and so the batch recompute, keeps it on.
-        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        for key, value in STREAM_SESSION_CONF.items():
+            spark.conf.set(key, value)
         start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
         records = lineage.records_between(start, end)
         choose_execution(spark, records)

@@ -14,7 +14,7 @@ from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.topics import describe_log
 from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE, SESSION_GAP_S, WINDOW_S
-from spark_apps.stream.job import CheckpointMismatch, StreamJob
+from spark_apps.stream.job import STREAM_SESSION_CONF, CheckpointMismatch, StreamJob
 from tests.support.expected import as_utc, customer_sessions, merchant_revenue, order_status
 from tests.support.streams import FAULTS, read_stream_table
 
@@ -76,7 +76,8 @@ def test_exactly_once_when_the_job_dies_at_every_point_of_a_micro_batch(spark, r
         assert f"injected fault {stage} in batch {batch_id}" in detail
     assert len(committed_batches(job.checkpoint)) >= 3, "maxOffsetsPerTrigger splits the log into micro-batches"
     assert_tables_match_manifest(spark, job, manifest, values)
-    assert spark.conf.get("spark.sql.adaptive.enabled") == "true", "only the stream's own session turns AQE off"
+    assert {key: spark.conf.get(key) for key in STREAM_SESSION_CONF} == dict.fromkeys(STREAM_SESSION_CONF, "true"), \
+        "only the stream's own session turns adaptive execution and runtime Bloom filters off"
 
 
 def test_replaying_a_committed_micro_batch_changes_nothing(spark, restarted_stream):
