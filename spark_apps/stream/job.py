@@ -81,7 +81,8 @@ BRONZE_COLUMNS = COORDINATE_COLUMNS
 # - adaptive execution splits each into extra jobs (one per re-planned stage) that cost more than they save
 #   (measured: 97 Spark jobs per 1,000-record batch instead of 151);
 # - a runtime Bloom filter on the silver MERGE's join is built every batch and shipped (4.1 MiB) inside the task
-#   binary of every task of the MERGE's scans (measured, docs/scaling.md: the silver stage about a fifth faster without it).
+#   binary of every task of the MERGE's scans (measured, docs/scaling.md: the silver stage about a fifth faster
+#   without it).
 STREAM_SESSION_CONF = {"spark.sql.adaptive.enabled": "false",
                        "spark.sql.optimizer.runtime.bloomFilter.enabled": "false"}
 
