@@ -9,6 +9,7 @@ VENV_STAMP := $(VENV)/.installed
 SPARK_JARS_STAMP := $(VAR)/jars/spark/.fetched
 KAFKA_JARS_STAMP := $(VAR)/jars/kafka/.fetched
 CATALOG_JARS_STAMP := $(VAR)/jars/catalog/.fetched
+CLASS_ARCHIVE := $(VAR)/jars/spark-classes.jsa
 MVN := mvn -q -B -s infra/maven-settings.xml
 KAPPA := $(PY) -m spark_apps.cli
 PYTEST_ARGS ?=
@@ -51,7 +52,7 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	@touch $@
 
-jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP) $(CATALOG_JARS_STAMP)
+jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP) $(CATALOG_JARS_STAMP) $(CLASS_ARCHIVE)
 
 $(SPARK_JARS_STAMP): infra/spark/pom.xml infra/maven-settings.xml | tools
 	@echo "fetching Spark jars (Delta, Kafka connector) from Maven Central"
@@ -70,6 +71,11 @@ $(CATALOG_JARS_STAMP): infra/catalog/pom.xml infra/maven-settings.xml | tools
 	@rm -rf $(VAR)/jars/catalog
 	@$(MVN) -f infra/catalog/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/catalog
 	@touch $@
+
+# Every Spark driver maps the classes this archive holds instead of loading them again (spark_apps/io/class_archive.py).
+$(CLASS_ARCHIVE): $(SPARK_JARS_STAMP) $(CATALOG_JARS_STAMP) $(VENV_STAMP)
+	@echo "building the Spark class archive (once, about a minute)"
+	@$(KAPPA) class-archive
 
 up: install jars
 	@$(KAPPA) broker start

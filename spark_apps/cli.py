@@ -491,6 +491,18 @@ def _schema(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _class_archive(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from spark_apps.io.class_archive import build
+
+    began = time.monotonic()
+    archive = build(settings)
+    print(f"Spark class archive built in {time.monotonic() - began:.0f}s: {archive} "
+          f"({archive.stat().st_size / 2**20:.0f} MiB)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from spark_apps.lab.chaos import SCENARIOS
     from spark_apps.services.kafka_tools import TOOLS as KAFKA_TOOLS
@@ -672,6 +684,10 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print a pipeline's event schema and the validation order")
     schema.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
     schema.set_defaults(handler=_schema)
+
+    archive = commands.add_parser("class-archive", help="build the Spark driver's class archive, so each Spark "
+                                                        "process starts faster (make jars runs it)")
+    archive.set_defaults(handler=_class_archive)
     return parser
 
 

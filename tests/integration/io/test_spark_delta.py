@@ -93,3 +93,13 @@ def test_replacing_a_delta_table_with_new_columns_gives_the_metastore_entry_thos
     entry = hive.getTable("scratch", "replaced")
     assert [field.name() for field in entry.schema().fields()] == ["second", "third"]
     spark.sql("DROP TABLE scratch.replaced")
+
+
+def test_the_spark_driver_maps_the_class_archive_make_jars_built(spark, settings):
+    """Each Spark process starts faster by mapping the classes `make jars` archived (io/class_archive.py); a JVM
+    maps the archive only when its class path and JDK match the ones it was built with."""
+    archive = settings.spark_class_archive
+    assert archive.is_file(), f"no class archive at {archive}: `make jars` builds it"
+    driver = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{driver}/maps") as maps:
+        assert str(archive) in maps.read(), "the driver JVM started without the class archive"

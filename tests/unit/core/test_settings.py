@@ -45,7 +45,8 @@ def test_overriding_home_moves_the_folders_derived_from_it():
 def test_the_jars_stay_with_the_installation_when_home_moves():
     default = Settings()
     moved = Settings.from_env({"KAPPA_HOME": "/data/x"})
-    assert (moved.spark_jars_dir, moved.kafka_jars_dir) == (default.spark_jars_dir, default.kafka_jars_dir)
+    assert (moved.spark_jars_dir, moved.kafka_jars_dir, moved.spark_class_archive) == (
+        default.spark_jars_dir, default.kafka_jars_dir, default.spark_class_archive)
     assert not str(moved.spark_jars_dir).startswith("/data/x")
 
 
