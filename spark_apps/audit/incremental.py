@@ -246,20 +246,23 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     for label in (labels.events, labels.late_events, labels.duplicates):
         scopes[label] = Scope(key, ids.frame)
     writes: dict[str, float] = {}  # per snapshot table: where the write phase goes, in the log
+    # No new record changes no snapshot: the verified run's versions stand, and nothing is written (an idle hour's
+    # audit then costs its comparison of what the stream wrote since, not nine empty commits).
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
-        with timed(writes, labels.bronze):
-            idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
-        with timed(writes, labels.dead_letters):
-            idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
-        with timed(writes, labels.candidates):
-            idempotent_append(candidates, path[labels.candidates], run_id, 0)
-        with timed(writes, labels.events):
-            upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
-        with timed(writes, labels.late_events):
-            upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
-        with timed(writes, labels.duplicates):
-            upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
-                              duplicates(records_of_ids, events, schema.id_field), run_id, 0)
+        if new_records:
+            with timed(writes, labels.bronze):
+                idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
+            with timed(writes, labels.dead_letters):
+                idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
+            with timed(writes, labels.candidates):
+                idempotent_append(candidates, path[labels.candidates], run_id, 0)
+            with timed(writes, labels.events):
+                upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
+            with timed(writes, labels.late_events):
+                upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
+            with timed(writes, labels.duplicates):
+                upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
+                                  duplicates(records_of_ids, events, schema.id_field), run_id, 0)
         on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
         touched = candidates.unionByName(earlier_winners)
         for gold in pipeline.gold_tables:
@@ -267,10 +270,12 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
             with timed(writes, label):
                 affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
                                    gold.recompute_keys, in_driver=False)
-                upsert_gold_keys(spark, path[label], gold, on_time, affected, settings, run_id, 0)
+                if new_records:
+                    upsert_gold_keys(spark, path[label], gold, on_time, affected, settings, run_id, 0)
             scopes[label] = Scope(gold.recompute_keys, affected.frame)
         for label, name in snapshots.items():
-            snapshot.versions[name] = _history(spark, path[label], 1)[0].version
+            snapshot.versions[name] = (_history(spark, path[label], 1)[0].version if new_records
+                                       else base.snapshot_versions[name])
     log.info("incremental batch recompute %s: write %s", run_id,
              ", ".join(f"{label} {seconds:.1f}s" for label, seconds in writes.items()))
     with timed(snapshot.seconds, "scope"):
