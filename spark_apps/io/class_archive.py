@@ -36,6 +36,7 @@ def build(settings: Settings) -> Path:
     partial.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="kappa-class-archive-") as home:
         dump = f"-XX:ArchiveClassesAtExit={partial} {QUIET_CLASS_ARCHIVE}"
+        # The dumping JVM must not map the archive it replaces: a dynamic archive cannot be dumped on top of one.
         scratch = settings.with_overrides(home=Path(home), catalog_port=free_port(), spark_driver_java_options=dump,
                                           spark_class_archive=Path(home) / "none.jsa")
         catalog = CatalogServer(scratch, stop_with_parent=True)
@@ -43,6 +44,8 @@ def build(settings: Settings) -> Path:
         try:
             done = subprocess.run([sys.executable, "-m", __name__], env={**os.environ, **scratch.as_env()},
                                   cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise PlatformError(f"the Spark class archive was not built within {BUILD_TIMEOUT_S}s") from None
         finally:
             catalog.stop()
     if done.returncode != 0 or not partial.is_file():
