@@ -51,8 +51,12 @@ def test_an_audit_after_a_full_one_extends_it_by_the_new_records_and_is_exact(sp
 def test_an_incremental_audit_without_new_records_writes_no_snapshot_and_still_catches_a_stray_write(
         spark, extended):
     stream_settings, _, increment = extended
-    snapshot_heads = {name: spark.sql(f"DESCRIBE HISTORY delta.`{table_path(stream_settings, name)}` LIMIT 1")
-                      .first().version for name in increment.snapshot.versions}
+
+    def snapshot_heads() -> dict[str, int]:
+        return {name: spark.sql(f"DESCRIBE HISTORY delta.`{table_path(stream_settings, name)}` LIMIT 1")
+                .first().version for name in increment.snapshot.versions}
+
+    heads_before = snapshot_heads()
     path = str(table_path(stream_settings, PIPELINE.tables().gold("order_status")))
     before = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first().version
     row = spark.read.format("delta").load(path).orderBy("order_id").first()
@@ -65,8 +69,7 @@ def test_an_incremental_audit_without_new_records_writes_no_snapshot_and_still_c
     assert (stray.kind, stray.builds_on) == (INCREMENTAL, increment.run_id)
     assert stray.snapshot.records == increment.snapshot.records
     assert stray.snapshot.versions == increment.snapshot.versions, "no new record, so the verified snapshots stand"
-    assert {name: spark.sql(f"DESCRIBE HISTORY delta.`{table_path(stream_settings, name)}` LIMIT 1").first().version
-            for name in increment.snapshot.versions} == snapshot_heads, "nothing was written to the snapshots"
+    assert snapshot_heads() == heads_before, "nothing was written to the snapshots"
     verdict = next(v for v in stray.verdicts if v.table.label == "gold.order_status")
     assert not stray.success and not verdict.stream_equals_batch
     assert verdict.diff.counts[MISMATCH] == 1 and verdict.diff.counts[MISSING] == verdict.diff.counts[EXTRA] == 0
