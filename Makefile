@@ -74,7 +74,7 @@ $(CATALOG_JARS_STAMP): infra/catalog/pom.xml infra/maven-settings.xml | tools
 
 # Every Spark driver maps the classes this archive holds instead of loading them again (spark_apps/io/class_archive.py).
 $(CLASS_ARCHIVE): $(SPARK_JARS_STAMP) $(CATALOG_JARS_STAMP) $(VENV_STAMP)
-	@echo "building the Spark class archive (once, about a minute)"
+	@echo "building the Spark class archive (once, 1-2 min)"
 	@$(KAPPA) class-archive
 
 up: install jars
