@@ -50,40 +50,35 @@ def reconcile_dag(pipeline: OrchestratedPipeline):
     def kappa_reconcile():
         @task
         def reconcile(*, dag_run) -> dict:
-            """Recompute and reconcile (a child `kappa reconcile` process); skips when the audit is not due."""
+            """Recompute, reconcile and apply the verdict to serving, in one child `kappa reconcile` process (one
+            Spark driver, not two); skips when the audit is not due. A retry finds the verdict in the ledger by run
+            id, so it applies it without recomputing, and never twice."""
             from airflow.sdk.exceptions import AirflowSkipException
 
             from spark_apps.orchestration.tasks import as_of, audit_run_id, run_kappa
 
             outcome = run_kappa("reconcile", "--pipeline", pipeline.spec, "--run-id", audit_run_id(dag_id, dag_run),
-                                "--as-of", as_of(dag_run).isoformat(), "--no-serving", "--if-due", "--kind", "auto",
+                                "--as-of", as_of(dag_run).isoformat(), "--if-due", "--kind", "auto",
                                 expect_failure_exit=True)
             if outcome.get("skipped"):
                 raise AirflowSkipException(outcome["reason"])
             return outcome
 
-        @task
-        def update_serving(outcome: dict) -> dict:
-            """Apply the verdict to the serving state of each gold table (alerts on a mismatch)."""
-            from spark_apps.orchestration.tasks import run_kappa
-
-            return run_kappa("serving", "advance", "--pipeline", pipeline.spec, "--run-id", outcome["run_id"])
-
         @task(outlets=[reconciled])
-        def publish(serving: dict, *, outlet_events) -> list[str]:
+        def publish(outcome: dict, *, outlet_events) -> list[str]:
             """One Asset event per served gold table, saying which copy it serves and on what evidence."""
             published = []
-            for decision in serving["decisions"]:
+            for decision in outcome["decisions"]:
                 asset = serving_asset(pipeline.name, decision["view"])
                 outlet_events[reconciled].add(asset, extra={
-                    "run_id": serving["run_id"], "mode": decision["mode"], "source_table": decision["source_table"],
+                    "run_id": outcome["run_id"], "mode": decision["mode"], "source_table": decision["source_table"],
                     "source_version": decision["source_version"], "changed": decision["changed"]})
                 published.append(decision["view"])
             return published
 
         @task(retries=0, on_failure_callback=[])
         def verdict(outcome: dict, published: list[str]) -> str:
-            """Fail the run on a mismatch (on-call was already paged by the serving step) so the grid shows it."""
+            """Fail the run on a mismatch (serving already fell back and paged on-call) so the grid shows it."""
             from airflow.sdk.exceptions import AirflowFailException
 
             failed = [t["table"] for t in outcome["tables"] if not t["success"]]
@@ -93,8 +88,7 @@ def reconcile_dag(pipeline: OrchestratedPipeline):
             return f"reconciliation {outcome['run_id']} exact; published {', '.join(published)}"
 
         outcome = reconcile()
-        serving = update_serving(outcome)
-        verdict(outcome, publish(serving))
+        verdict(outcome, publish(outcome))
 
     return kappa_reconcile()
 

@@ -54,9 +54,11 @@ class ScheduledReconciliation:
         return self.reconciliation is None
 
     def as_json(self) -> dict:
+        """What ``kappa reconcile --json`` writes and the reconcile DAG's later tasks read: the verdict and, when
+        serving was advanced, each gold table's decision (as ``kappa serving advance --json`` writes them)."""
         if self.reconciliation is None:
             return {"skipped": True, "reason": self.due.reason if self.due else ""}
-        return self.reconciliation.as_json()
+        return {**self.reconciliation.as_json(), "decisions": [d.as_json() for d in self.decisions]}
 
 
 # ---- pure ------------------------------------------------------------------------------------------------------

@@ -103,6 +103,11 @@ def test_the_replay_dag_swaps_only_behind_the_reconciliation_gate(parsed):
             "confirm", "build_generation", "reconcile_generation", "gate", "swap", "restart_stream"]
 
 
+def test_the_reconcile_dag_audits_and_serves_in_one_task_then_publishes_and_gives_its_verdict(parsed):
+    for pipeline in ("marketplace", "sensors"):
+        assert parsed["dags"][f"kappa_{pipeline}_reconcile"]["topological"] == ["reconcile", "publish", "verdict"]
+
+
 def test_schedules_come_from_settings(parsed):
     for pipeline in ("marketplace", "sensors"):
         dags = {job_of(dag_id): dag for dag_id, dag in parsed["dags"].items() if f"pipeline:{pipeline}" in dag["tags"]}
