@@ -18,6 +18,7 @@ from spark_apps.core.waiting import poll, wait_for
 
 # After SIGKILL the kernel only has to reap the process; longer means something is badly wrong.
 KILLED_EXIT_TIMEOUT_S = 30.0
+PROC = Path("/proc")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -42,10 +43,12 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     try:
-        status = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1]
-        return not status.startswith("Z")
-    except (FileNotFoundError, IndexError):
+        status = (PROC / str(pid) / "stat").read_text().split(") ", 1)[1]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except IndexError:
         return True
+    return not status.startswith("Z")
 
 
 def cmdline(pid: int) -> list[str]:
@@ -63,22 +66,28 @@ def runs_with_argument(pid: int, argument: str) -> bool:
     return argument in cmdline(pid)
 
 
-def _process_table() -> dict[int, tuple[int, int, int]]:
-    """pid -> (parent pid, process group, session) of every live (not zombie) process."""
+def process_table(proc: Path = PROC) -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, process group, session) of every live (not zombie) process.
+
+    Processes end while /proc is read. One that is listed but gone before its stat is read (the kernel answers
+    ENOENT or ESRCH) is left out, as if it had ended before the listing. The listing itself stats nothing:
+    `Path.glob` does, and lets ESRCH through."""
     table = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
         try:
-            fields = stat.read_text().rsplit(") ", 1)[1].split()
+            fields = (proc / name / "stat").read_text().rsplit(") ", 1)[1].split()
         except (OSError, IndexError):
             continue
         if fields[0] != "Z":
-            table[int(stat.parent.name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
     return table
 
 
 def group_members(group: int) -> list[int]:
     """Live (not zombie) processes of a process group."""
-    return [pid for pid, (_, pgid, _) in _process_table().items() if pgid == group]
+    return [pid for pid, (_, pgid, _) in process_table().items() if pgid == group]
 
 
 def groups_of_tree(group: int) -> set[int]:
@@ -87,7 +96,7 @@ def groups_of_tree(group: int) -> set[int]:
     A service that runs work in process groups of its own (Airflow runs each task in one, and the task's children,
     such as `kappa reconcile` and its JVM, inherit it) is stopped only when those groups are signalled too. A
     descendant that started a session of its own (a detached daemon, like the supervised stream) is left alone."""
-    table = _process_table()
+    table = process_table()
     sessions = {sid for _, pgid, sid in table.values() if pgid == group}
     tree = {pid for pid, (_, pgid, _) in table.items() if pgid == group}
     frontier = list(tree)

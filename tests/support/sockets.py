@@ -6,18 +6,14 @@ import ipaddress
 import os
 from pathlib import Path
 
+from spark_apps.services.processes import process_table
+
 LISTEN = "0A"
 
 
 def process_tree(root: int) -> set[int]:
-    """``root`` and every process descending from it."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
+    """``root`` and every live process descending from it."""
+    parents = {pid: ppid for pid, (ppid, _, _) in process_table().items()}
     tree, frontier = {root}, [root]
     while frontier:
         parent = frontier.pop()
