@@ -9,12 +9,15 @@ Scheduled on the Asset events `kappa_<pipeline>_reconcile` publishes, one per se
 (`serving.<table>`): it runs once every table the pipeline's models read has been reconciled again. It also
 runs on `KAPPA_DBT_SCHEDULE` (hourly): once every table serves from the stream the batch audits only every
 `KAPPA_KAPPA_AUDIT_EVERY_S`, and the marts must not go stale with it.
-Each step is a child `kappa dbt ...` process on the platform's own Spark session:
+The `dbt` task runs one child `kappa dbt freshness build docs` process on the platform's own Spark session (one
+JVM for the three steps), one step after the other:
 
-1. `freshness`: `dbt source freshness` on the serving views (a stale source pages as a warning);
-2. `build`: `dbt build`, the staging views, the Delta marts, their data tests and unit tests;
-3. `docs`: `dbt docs generate --static` (a single HTML file under `var/dbt/target/<pipeline>`);
-4. `verdict`: fails the run when a step failed or was refused, without a second page.
+1. `dbt source freshness` on the serving views (a stale source pages as a warning);
+2. `dbt build`: the staging views, the Delta marts, their data tests and unit tests;
+3. `dbt docs generate --static` (a single HTML file under `var/dbt/target/<pipeline>`).
+
+A failed or refused step does not stop the next. `verdict` then fails the run when a step failed or was refused,
+without a second page.
 
 dbt refuses to start while a gold table was never reconciled, or while its view still reads the
 stream table although its latest reconciliation failed; after a failure the views read the batch
@@ -31,6 +34,8 @@ from spark_apps.orchestration.pipelines import OrchestratedPipeline, orchestrate
 from spark_apps.orchestration.tasks import DbtSources, dag_arguments, dbt_sources, serving_asset
 
 SETTINGS = Settings.from_env()
+# In this order, in one process: a stale source only warns, and the docs describe what the build left.
+STEPS = ("freshness", "build", "docs")
 
 
 def dbt_dag(pipeline: OrchestratedPipeline, sources: DbtSources):
@@ -47,42 +52,29 @@ def dbt_dag(pipeline: OrchestratedPipeline, sources: DbtSources):
     )
     def kappa_dbt():
         @task
-        def freshness() -> dict:
-            """dbt source freshness of the serving views (the outcome, even a failed one, goes to the verdict)."""
+        def dbt() -> dict:
+            """Source freshness, then build (models, data tests, unit tests), then the docs site, in one `kappa dbt`
+            process; every step's outcome, even a failed or refused one, goes to the verdict."""
             from spark_apps.orchestration.tasks import run_kappa
 
-            return run_kappa("dbt", "freshness", *scope, expect_failure_exit=True)
-
-        @task
-        def build(fresh: dict) -> dict:
-            """dbt build: models, data tests and unit tests over the reconciled serving views."""
-            from spark_apps.orchestration.tasks import run_kappa
-
-            return run_kappa("dbt", "build", *scope, expect_failure_exit=True)
-
-        @task
-        def docs(built: dict) -> dict:
-            """The dbt docs site, regenerated after every build."""
-            from spark_apps.orchestration.tasks import run_kappa
-
-            return run_kappa("dbt", "docs", *scope, expect_failure_exit=True)
+            return run_kappa("dbt", *STEPS, *scope, expect_failure_exit=True)
 
         @task(retries=0, on_failure_callback=[])
-        def verdict(fresh: dict, built: dict, documented: dict) -> str:
-            """Fail the run when dbt failed or refused (on-call was paged by the dbt step itself)."""
+        def verdict(outcome: dict) -> str:
+            """Fail the run when a dbt step failed or refused (on-call was paged by the dbt step itself)."""
             from airflow.sdk.exceptions import AirflowFailException
 
+            steps = outcome["steps"]
             problems = [f"{o['command']}: {o.get('refused') or o.get('error') or ''} "
                         + ", ".join(f"{f['node']} {f['status']}" for f in o.get("failed", []))
-                        for o in (fresh, built, documented) if not o.get("success")]
+                        for o in steps if not o.get("success")]
             if problems:
                 raise AirflowFailException("dbt failed: " + "; ".join(p.strip() for p in problems))
+            built = next(o for o in steps if o["command"].startswith("build"))
             served = ", ".join(f"{view} <- {source}" for view, source in built.get("served", {}).items())
             return f"dbt build ok over {served}; {built['counts']}"
 
-        fresh = freshness()
-        built = build(fresh)
-        verdict(fresh, built, docs(built))
+        verdict(dbt())
 
     return kappa_dbt()
 

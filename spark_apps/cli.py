@@ -384,27 +384,28 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
 
 def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.serving.dbt_runner import DbtRefused, command_args, run_action
+    from spark_apps.serving.dbt_runner import run_steps
 
     spec = args.pipeline or settings.pipeline
     spark = _spark(settings, "dbt", spec)
     pipeline = load_pipeline(spec)
-    try:
-        outcome = run_action(spark, settings, pipeline, args.action, args.select, args.target)
-    except DbtRefused as refused:
-        _write_json(args.json, {"command": " ".join(command_args(args.action, args.select, args.target)),
-                                "success": False, "refused": str(refused)})
-        raise
-    for view, source in outcome.served.items():
-        print(f"{view} read from {source}")
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(outcome.counts().items()))
-    print(f"dbt {outcome.command}: {'ok' if outcome.success else 'FAILED'} ({counts or 'nothing ran'})")
-    if args.action == "docs" and outcome.success:
-        print(f"dbt docs: {dbt_docs_index(settings, pipeline.name)}")
-    _write_json(args.json, outcome.as_json())
-    if not outcome.success:
-        print(f"kappa dbt: {len(outcome.failed)} failed; on-call has been alerted; "
-              f"log {dbt_log(settings, pipeline.name)}", file=sys.stderr)
+    steps = run_steps(spark, settings, pipeline, args.action, args.select, args.target)
+    for step in steps:
+        for view, source in step.get("served", {}).items():
+            print(f"{view} read from {source}")
+        if "refused" in step:
+            print(f"kappa dbt {step['command']}: {step['refused']}", file=sys.stderr)
+            continue
+        counts = ", ".join(f"{n} {status}" for status, n in sorted(step["counts"].items()))
+        print(f"dbt {step['command']}: {'ok' if step['success'] else 'FAILED'} ({counts or 'nothing ran'})")
+        if step["command"].startswith("docs") and step["success"]:
+            print(f"dbt docs: {dbt_docs_index(settings, pipeline.name)}")
+    success = all(step["success"] for step in steps)
+    _write_json(args.json, {"success": success, "steps": steps})
+    if not success:
+        failed = sum(len(step.get("failed", [])) for step in steps)
+        print(f"kappa dbt: {failed} failed; on-call has been alerted; log {dbt_log(settings, pipeline.name)}",
+              file=sys.stderr)
         return EXIT_FAILED
     return 0
 
@@ -645,8 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     dbt = commands.add_parser(
         "dbt", help="run dbt over the reconciled serving views (refuses unreconciled ones; alerts on failures)")
-    dbt.add_argument("action", choices=tuple(COMMANDS),
-                     help="build = models + tests + unit tests; freshness = source freshness; docs = static docs site")
+    dbt.add_argument("action", nargs="+", choices=tuple(COMMANDS),
+                     help="build = models + tests + unit tests; freshness = source freshness; docs = static docs "
+                          "site; several run one after the other in this one process")
     dbt.add_argument("--select", help="dbt node selection, e.g. merchant_daily_revenue+")
     dbt.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
     dbt.add_argument("--json", help="also write the outcome as JSON to this file")

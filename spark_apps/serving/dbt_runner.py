@@ -140,6 +140,21 @@ def run_action(spark, settings: Settings, pipeline: Pipeline, action: str, selec
     return run_dbt(spark, settings, pipeline, command_args(action, select, target))
 
 
+def run_steps(spark, settings: Settings, pipeline: Pipeline, actions: Sequence[str], select: str | None = None,
+              target: str | None = None) -> list[dict]:
+    """Several dbt actions one after the other on one SparkSession (one process, one JVM), each one's outcome as
+    JSON. A failed or refused step does not stop the next: `docs` still describes the project after a failed build,
+    and each reading step checks the serving views again (and refuses again, paging once per step as before)."""
+    steps = []
+    for action in actions:
+        try:
+            steps.append(run_action(spark, settings, pipeline, action, select, target).as_json())
+        except DbtRefused as refused:
+            steps.append({"command": " ".join(command_args(action, select, target)), "success": False,
+                          "refused": str(refused)})
+    return steps
+
+
 def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) -> DbtOutcome:
     """Run one dbt command (``build``, ``test``, ``source freshness``, ``docs generate`` ...) on ``spark``.
 

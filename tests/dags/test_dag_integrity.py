@@ -88,7 +88,7 @@ def test_the_dbt_dag_runs_when_reconciliation_publishes_every_table_it_reads(par
     dbt = parsed["dags"]["kappa_marketplace_dbt"]
     for view in ("serving.merchant_revenue", "serving.order_status", "serving.customer_sessions"):
         assert f"kappa://marketplace/{view}" in dbt["schedule"]
-    assert dbt["topological"] == ["freshness", "build", "docs", "verdict"]
+    assert dbt["topological"] == ["dbt", "verdict"]
 
 
 def test_the_dbt_dag_also_refreshes_the_marts_on_its_own_schedule_while_audits_are_skipped(parsed):

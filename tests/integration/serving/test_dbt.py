@@ -8,7 +8,7 @@ from spark_apps.core.paths import dbt_target
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.serving import state as serving
-from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, run_dbt
+from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, run_dbt, run_steps
 
 pytestmark = pytest.mark.integration
 NET_RULE = "expression_is_true_stg_merchant_revenue_net_cents_gross_cents_refunds_cents"
@@ -112,4 +112,14 @@ def test_a_negative_net_slipped_into_serving_fails_a_dbt_test_and_pages_on_call(
 def test_dbt_refuses_to_read_tables_no_reconciliation_has_decided(spark, isolated_home):
     with pytest.raises(DbtRefused, match="serving.merchant_revenue: no reconciliation has decided what it serves"):
         run_dbt(spark, isolated_home, PIPELINE, COMMANDS["build"])
+    assert not (dbt_target(isolated_home, PIPELINE.name) / "run_results.json").exists(), "dbt did not start"
+
+
+def test_dbt_steps_run_in_one_session_each_refusing_on_its_own_without_stopping_the_next(spark, isolated_home):
+    """What the dbt DAG's one task runs (`kappa dbt freshness build`): each reading step checks the views itself."""
+    steps = run_steps(spark, isolated_home, PIPELINE, ["freshness", "build"], select="source:serving+")
+    assert [step["command"] for step in steps] == ["source freshness --select source:serving+",
+                                                   "build --select source:serving+"]
+    assert not any(step["success"] for step in steps)
+    assert all("serving.merchant_revenue: no reconciliation has decided" in step["refused"] for step in steps)
     assert not (dbt_target(isolated_home, PIPELINE.name) / "run_results.json").exists(), "dbt did not start"
