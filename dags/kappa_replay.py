@@ -8,12 +8,13 @@ to the code to deploy (an entry point name or `module:attribute`):
 
 1. `build_generation`: `kappa replay build` streams the new generation until caught up with the log
    (code that declares another pipeline than this DAG's is refused first);
-2. `reconcile_generation`: `kappa replay reconcile` recomputes the batch with the same new code and
-   compares every table exactly (a failure alerts, runbook `replay-failed`);
-3. `gate`: ends the run failed if the reconciliation was not exact; serving is then untouched;
-4. `swap`: `kappa replay swap` makes the new generation active and moves every serving view to it in
-   one commit (each table keeps its mode: the stream table for `kappa`, the batch snapshot for `lambda`);
-5. `restart_stream`: a supervised stream running the old generation is restarted on the new one.
+2. `reconcile_generation`: `kappa replay reconcile --swap` recomputes the batch with the same new code and
+   compares every table exactly (a failure alerts, runbook `replay-failed`, and serving is untouched). When it is
+   exact, the same process makes the new generation active and moves every serving view to it in one commit
+   (each table keeps its mode: the stream table for `kappa`, the batch snapshot for `lambda`). A retry finds the
+   run in the ledger, and a swap that already happened is not done again;
+3. `gate`: ends the run failed if the reconciliation was not exact;
+4. `restart_stream`: a supervised stream running the old generation is restarted on the new one.
 
 The old generation's tables and checkpoint are kept: `kappa replay rollback --reason ...` serves them
 again. Needs the whole log: the maintenance DAG's log-retention check says whether it is still there.
@@ -67,15 +68,18 @@ def replay_dag(pipeline: OrchestratedPipeline):
 
         @task
         def reconcile_generation(built: dict, *, params, dag_run) -> dict:
-            """Prove the new generation; a rerun finds its reconciliation in the ledger by run id."""
+            """Prove the new generation and swap serving to it when exact, in one process; a rerun finds its
+            reconciliation in the ledger by run id, and its swap done."""
             from spark_apps.orchestration.tasks import audit_run_id, run_kappa
 
             return run_kappa("replay", "reconcile", "--pipeline", params["pipeline"], "--generation",
-                             built["generation"], "--run-id", audit_run_id(dag_id, dag_run), expect_failure_exit=True)
+                             built["generation"], "--run-id", audit_run_id(dag_id, dag_run), "--swap",
+                             "--reason", params["reason"], expect_failure_exit=True)
 
         @task(retries=0, on_failure_callback=[])
         def gate(outcome: dict) -> str:
-            """Fail the run when the new generation differs from the batch (the reconcile step already alerted)."""
+            """Fail the run when the new generation differs from the batch (the reconcile step already alerted and
+            did not swap)."""
             from airflow.sdk.exceptions import AirflowFailException
 
             if not outcome["success"]:
@@ -86,14 +90,7 @@ def replay_dag(pipeline: OrchestratedPipeline):
             return outcome["generation"]
 
         @task
-        def swap(generation: str, *, params) -> dict:
-            from spark_apps.orchestration.tasks import run_kappa
-
-            return run_kappa("replay", "swap", "--pipeline", params["pipeline"], "--generation", generation,
-                             "--reason", params["reason"])
-
-        @task
-        def restart_stream(swapped: dict) -> str:
+        def restart_stream(generation: str) -> str:
             """This pipeline's supervised stream keeps the active generation: one still running the old restarts."""
             from spark_apps.core.settings import Settings
             from spark_apps.ops.supervisor import start_stream, stop_stream
@@ -103,9 +100,9 @@ def replay_dag(pipeline: OrchestratedPipeline):
             if restarted:
                 start_stream(settings)
             verdict = "restarted on it" if restarted else "not running under the supervisor; it starts on it when due"
-            return f"generation {swapped['active']} serves; the stream {verdict}"
+            return f"generation {generation} serves; the stream {verdict}"
 
-        restart_stream(swap(gate(reconcile_generation(build_generation(confirm())))))
+        restart_stream(gate(reconcile_generation(build_generation(confirm()))))
 
     return kappa_replay()
 

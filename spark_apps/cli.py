@@ -304,8 +304,8 @@ def _replay(args: argparse.Namespace, settings: Settings) -> int:
         replay.check_code_is_of(pipeline, spec, load_pipeline(args.replay_of))
     if args.generation:
         generations.check_name(args.generation)
-    if args.swap and args.action != "start":
-        raise PlatformError("--swap goes with start (build, reconcile, then swap if exact)")
+    if args.swap and args.action not in ("start", "reconcile"):
+        raise PlatformError("--swap goes with start or reconcile (swap when the reconciliation is exact)")
     if args.run_id and args.action not in ("start", "reconcile"):
         raise PlatformError("--run-id names the reconciliation of start or reconcile")
     if args.action == "rollback" and not args.reason:
@@ -619,14 +619,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cmd = commands.add_parser(
         "replay", help="blue/green Kappa replay: build a new generation from offset 0, reconcile, swap, roll back")
     replay_cmd.add_argument("action", choices=("start", "build", "reconcile", "swap", "rollback", "status"),
-                            help="start = build + reconcile (+ swap with --swap); build = stream the new generation "
-                                 "until caught up; swap only after an exact reconciliation")
+                            help="start = build + reconcile; build = stream the new generation until caught up; "
+                                 "swap only after an exact reconciliation (start or reconcile with --swap do it)")
     replay_cmd.add_argument("--pipeline", help="pipeline name or module:attribute; start/build: the code to deploy "
                                                "(default: settings pipeline)")
     replay_cmd.add_argument("--generation", help="generation name, e.g. g2 (default: the next, or the pending one)")
     replay_cmd.add_argument("--reason", help="why (recorded); required by rollback")
     replay_cmd.add_argument("--run-id", type=_run_id, help="name the reconciliation; one in the ledger is reused")
-    replay_cmd.add_argument("--swap", action="store_true", help="start: swap serving when the reconciliation is exact")
+    replay_cmd.add_argument("--swap", action="store_true",
+                            help="start, reconcile: swap serving when the reconciliation is exact")
     replay_cmd.add_argument("--replay-of", metavar="PIPELINE",
                             help="refuse --pipeline code that declares another pipeline than this one (the replay "
                                  "DAG passes its own)")

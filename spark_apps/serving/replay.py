@@ -194,7 +194,8 @@ def status_lines(events: list[GenerationEvent]) -> list[str]:
 def run_action(spark, settings: Settings, pipeline: Pipeline, spec: str, action: str, generation: str | None = None,
                *, run_id: str | None = None, reason: str = "", swap_after: bool = False) -> ReplayOutcome:
     """One replay action, its steps in their order: ``start`` = build, reconcile, then swap (``swap_after``) only
-    when the reconciliation is exact; ``build``, ``reconcile``, ``swap``, ``rollback`` alone; ``status`` none.
+    when the reconciliation is exact; ``reconcile`` then swap (``swap_after``) likewise; ``build``, ``reconcile``,
+    ``swap``, ``rollback`` alone; ``status`` none.
 
     A failed reconciliation stops the run there (serving is unchanged; :attr:`ReplayOutcome.failed`).
     """
@@ -210,7 +211,7 @@ def run_action(spark, settings: Settings, pipeline: Pipeline, spec: str, action:
         generation = reconciled["generation"]
         if not reconciled["success"]:
             return ReplayOutcome(pipeline.name, action, generation, built, reconciled)
-    swapped = action == "swap" or (action == "start" and swap_after)
+    swapped = action == "swap" or (action in ("start", "reconcile") and swap_after)
     if swapped:
         decisions = swap(spark, settings, pipeline, generation, reason)
     if action == "rollback":
@@ -255,7 +256,11 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
     events = generations.read(spark, settings, pipeline.name)
     name = generation if generation is not None else generations.awaiting(
         events, (BUILT, RECONCILED, FAILED), "run `kappa replay start` first")
-    event = generations.check_status(events, name, (BUILT, RECONCILED, FAILED), "reconcile")
+    # A rerun of the run that already swapped the generation in (a retried Airflow task) finds its verdict again.
+    swapped = generations.latest(events).get(name)
+    rerun = swapped is not None and swapped.status == ACTIVE and run_id is not None and swapped.run_id == run_id
+    event = generations.check_status(events, name, (BUILT, RECONCILED, FAILED, *((ACTIVE,) if rerun else ())),
+                                     "reconcile")
     pipeline = _code_of(events, name, pipeline)
     run_id = run_id or replay_run_id(name, dt.datetime.now(dt.UTC))
     reconciliation = reconcile_or_reuse(spark, settings, pipeline, name, run_id=run_id)
@@ -265,7 +270,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
     if not gold <= {t["stream_table"] for t in result["tables"]}:
         raise ReplayRefused(f"run {run_id} in the ledger did not reconcile generation {name}'s gold tables")
     status = RECONCILED if result["success"] else FAILED
-    if (event.status, event.run_id) != (status, run_id):
+    if event.status != ACTIVE and (event.status, event.run_id) != (status, run_id):
         generations.record(spark, settings, [GenerationEvent(pipeline.name, name, status, event.pipeline_spec,
                                                              run_id=run_id, reason=event.reason,
                                                              code_version=event.code_version)])

@@ -97,10 +97,10 @@ def test_the_dbt_dag_also_refreshes_the_marts_on_its_own_schedule_while_audits_a
     assert "AssetAll(" in schedule, "the asset trigger still waits for every table it reads"
 
 
-def test_the_replay_dag_swaps_only_behind_the_reconciliation_gate(parsed):
+def test_the_replay_dag_reconciles_and_swaps_in_one_task_and_restarts_the_stream_behind_the_gate(parsed):
     for pipeline in ("marketplace", "sensors"):
         assert parsed["dags"][f"kappa_{pipeline}_replay"]["topological"] == [
-            "confirm", "build_generation", "reconcile_generation", "gate", "swap", "restart_stream"]
+            "confirm", "build_generation", "reconcile_generation", "gate", "restart_stream"]
 
 
 def test_the_reconcile_dag_audits_and_serves_in_one_task_then_publishes_and_gives_its_verdict(parsed):

@@ -246,7 +246,7 @@ def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_i
     before = serving.current(spark, stream_settings, PIPELINE.name)
     logical = dt.datetime.now(dt.UTC).replace(microsecond=0)
     tasks = replay_dag_test(env, logical, True)
-    assert set(tasks.values()) == {"success"} and len(tasks) == 6, tasks
+    assert set(tasks.values()) == {"success"} and len(tasks) == 5, tasks
     assert generations.active(spark, stream_settings, PIPELINE.name) == "g1"
     run_id = f"kappa_marketplace_replay.{logical:%Y%m%dT%H%M%SZ}"
     snapshots = {r.table: r.snapshot_version for r in read(spark, stream_settings, LEDGER_TABLE)

@@ -109,13 +109,15 @@ def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform)
 
 
 def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_commit(spark, platform):
+    """As the replay DAG's task runs it (`kappa replay reconcile --swap`), then again as its retry would."""
     local, _ = platform
-    outcome = replay.reconcile(spark, local, CHANGED)
-    assert outcome["success"] and outcome["status"] == RECONCILED and outcome["generation"] == "g1"
     state = serving.SERVING_STATE_TABLE
     commits = version(spark, local, state)
-    decisions = replay.swap(spark, local, CHANGED, reason="net in whole units")
-    assert version(spark, local, state) == commits + 1, "every view moves in one commit"
+    swapped = replay.run_action(spark, local, CHANGED, "", "reconcile", "g1", run_id="replay.g1.exact",
+                                reason="net in whole units", swap_after=True)
+    outcome, decisions = swapped.reconciled, list(swapped.decisions)
+    assert outcome["success"] and outcome["status"] == RECONCILED and outcome["generation"] == "g1"
+    assert swapped.swapped and version(spark, local, state) == commits + 1, "every view moves in one commit"
     assert {d.table: (d.mode, d.source_table, d.source_version) for d in decisions} == {
         t: (KAPPA, f"{t}__g1", None) for t in GOLD}
     assert all(d.run_id == outcome["run_id"] and d.reason.startswith(
@@ -124,6 +126,12 @@ def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_c
     assert same_rows(spark.table(REVENUE_VIEW), read(spark, local, "gold.merchant_revenue__g1"))
     assert "net_units" in spark.table(REVENUE_VIEW).columns
     assert generations.resolve(spark, local, PIPELINE.name)[1] == "g1", "stream and audit follow the active one"
+    events = generations.read(spark, local, PIPELINE.name)
+    retried = replay.run_action(spark, local, CHANGED, "", "reconcile", "g1", run_id="replay.g1.exact",
+                                reason="net in whole units", swap_after=True)
+    assert retried.reconciled["success"] and retried.swapped and retried.generation == "g1"
+    assert version(spark, local, state) == commits + 1, "the rerun swaps nothing again"
+    assert generations.read(spark, local, PIPELINE.name) == events, "the rerun records no generation event"
     replay.swap(spark, local, CHANGED, "g1")
     assert version(spark, local, state) == commits + 1, "swapping again changes nothing"
     assert read(spark, local, "gold.merchant_revenue").count() > 0, "the old generation is kept for rollback"
