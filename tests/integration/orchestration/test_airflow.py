@@ -226,7 +226,7 @@ def test_a_replay_triggered_without_confirm_is_skipped_and_pages_nobody(spark, s
     stream_settings, env = served
     pages = len(webhook.bodies("/hook"))
     tasks = replay_dag_test(env, dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(days=1), False)
-    assert set(tasks.values()) == {"skipped"} and len(tasks) == 6, tasks
+    assert set(tasks.values()) == {"skipped"} and len(tasks) == 5, tasks
     assert len(webhook.bodies("/hook")) == pages, webhook.received
     assert _generation_events(spark, stream_settings) == [], "nothing was built"
 
