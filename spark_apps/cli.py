@@ -403,9 +403,12 @@ def _dbt(args: argparse.Namespace, settings: Settings) -> int:
     success = all(step["success"] for step in steps)
     _write_json(args.json, {"success": success, "steps": steps})
     if not success:
-        failed = sum(len(step.get("failed", [])) for step in steps)
-        print(f"kappa dbt: {failed} failed; on-call has been alerted; log {dbt_log(settings, pipeline.name)}",
-              file=sys.stderr)
+        # A refused step has said why above; this line sums up the steps dbt ran and failed.
+        ran_and_failed = [step for step in steps if "refused" not in step and not step["success"]]
+        if ran_and_failed:
+            failed = sum(len(step.get("failed", [])) for step in ran_and_failed)
+            print(f"kappa dbt: {failed} failed; on-call has been alerted; log {dbt_log(settings, pipeline.name)}",
+                  file=sys.stderr)
         return EXIT_FAILED
     return 0
 
