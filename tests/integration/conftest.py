@@ -30,9 +30,10 @@ def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> Iterato
         admin.delete_topics([stream_settings.events_topic])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sql_endpoint(spark, settings):
-    """The SQL endpoint (Spark's Thrift Server) on the session's catalog, for tests that read through a SQL client."""
+    """The SQL endpoint (Spark's Thrift Server) on the session's catalog, for tests that read through a SQL client;
+    stopped after their module, so its JVM (about 1.5 GB) is not held through the rest of the worker's session."""
     from spark_apps.serving.sql_endpoint import SqlEndpoint
 
     endpoint = SqlEndpoint(settings, stop_with_parent=True)
