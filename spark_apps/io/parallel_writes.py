@@ -1,0 +1,64 @@
+"""Independent Delta writes at the same time, each in a session of its own.
+
+A micro-batch's gold tables, and an audit's snapshot tables, are written one after another although none reads
+another's write. Most of a small write's time is the driver waiting (planning, Delta's log, job scheduling), not
+the cores, so on two cores three gold MERGEs take about 0.6 of their sequential time when run together.
+
+They cannot share one session: an idempotent MERGE marks itself with session settings (``txnAppId``/``txnVersion``,
+reset after each commit), and two writes would take each other's. Each write therefore runs in a clone of the
+caller's session, which starts with the caller's settings (commit metadata, execution mode) and keeps its own
+changes to itself. The caller's thread-local Spark properties (a job group) go with each write, so the jobs it
+starts are counted where the caller's are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from spark_apps.core.progress import timed
+
+T = TypeVar("T")
+# At most this many writes run at once: more only queue for the same cores, each holding its own frames.
+MAX_PARALLEL_WRITES = 4
+
+
+def cloned_session(spark):
+    """A session with ``spark``'s settings, temporary views and catalog state, on the same SparkContext; what it
+    sets later is its own."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession(spark.sparkContext, spark._jsparkSession.cloneSession())
+
+
+def write_in_parallel(spark, writes: Mapping[str, Callable[[object], T]], timings: dict[str, float] | None = None,
+                      ) -> dict[str, T]:
+    """Run the writes (each given the session to use), up to ``MAX_PARALLEL_WRITES`` at once, and wait for all.
+
+    Returns what each write returned, by name; ``timings[name]`` gets each one's seconds. A write that fails fails
+    the call with its own error once the others have finished, so none is left running behind the caller. A single
+    write runs in the caller's thread and session, as if called directly."""
+    from pyspark.util import inheritable_thread_target
+
+    timings = {} if timings is None else timings
+    if len(writes) <= 1:
+        results = {}
+        for name, write in writes.items():
+            with timed(timings, name):
+                results[name] = write(spark)
+        return results
+
+    def run(name: str, write: Callable[[object], T], session) -> T:
+        with timed(timings, name):
+            return write(session)
+
+    sessions = {name: cloned_session(spark) for name in writes}
+    workers = min(len(writes), MAX_PARALLEL_WRITES)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-write") as pool:
+        futures = {name: pool.submit(inheritable_thread_target(spark)(run), name, write, sessions[name])
+                   for name, write in writes.items()}
+    errors = [future.exception() for future in futures.values() if future.exception() is not None]
+    if errors:
+        raise errors[0]
+    return {name: future.result() for name, future in futures.items()}
