@@ -49,6 +49,7 @@ from spark_apps.io.delta_writes import (
 )
 from spark_apps.io.fencing import CheckpointFence
 from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
+from spark_apps.io.parallel_writes import write_in_parallel
 from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
@@ -321,11 +322,17 @@ class StreamJob:
                 touched = touched.unionByName(displaced.select(*candidates.columns))
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(events).where("NOT is_late")
-        for gold in self.pipeline.gold_tables:
-            with timed(timings, f"gold_{gold.name}"):
+
+        def upsert(gold):
+            def write(session) -> None:
                 affected = key_set(touched_keys(gold.key_rows(touched, self.settings), gold.recompute_keys),
                                    gold.recompute_keys, in_driver)
-                self._upsert_gold(spark, gold, on_time, affected, app_id, batch_id)
+                self._upsert_gold(session, gold, on_time, affected, app_id, batch_id)
+            return write
+
+        # No gold table reads another: they are written at once (each MERGE in a session of its own).
+        with timed(timings, "gold"):
+            write_in_parallel(spark, {f"gold_{g.name}": upsert(g) for g in self.pipeline.gold_tables}, timings)
 
     def _displaced_winners(self, spark, first, app_id: str, batch_id: int):
         """The winners this batch's MERGE into ``silver.events`` replaced (a record earlier in the log than the one
