@@ -42,6 +42,7 @@ from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upser
 from spark_apps.io.key_sets import key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
+from spark_apps.io.parallel_writes import write_in_parallel
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.transforms.events import (
     COORDINATES,
@@ -250,29 +251,38 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     # audit then costs its comparison of what the stream wrote since, not nine empty commits).
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
         if new_records:
-            with timed(writes, labels.bronze):
-                idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0)
-            with timed(writes, labels.dead_letters):
-                idempotent_append(dead_letters(parsed), path[labels.dead_letters], run_id, 0)
-            with timed(writes, labels.candidates):
-                idempotent_append(candidates, path[labels.candidates], run_id, 0)
-            with timed(writes, labels.events):
-                upsert_recomputed(spark, path[labels.events], key, ids, events, run_id, 0)
-            with timed(writes, labels.late_events):
-                upsert_recomputed(spark, path[labels.late_events], key, ids, late_events(events), run_id, 0)
-            with timed(writes, labels.duplicates):
-                upsert_recomputed(spark, path[labels.duplicates], COORDINATES, ids,
-                                  duplicates(records_of_ids, events, schema.id_field), run_id, 0)
+            # None of these reads another's write: they are written at once, each MERGE in a session of its own.
+            write_in_parallel(spark, {
+                labels.bronze: lambda _: idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0),
+                labels.dead_letters: lambda _: idempotent_append(dead_letters(parsed), path[labels.dead_letters],
+                                                                 run_id, 0),
+                labels.candidates: lambda _: idempotent_append(candidates, path[labels.candidates], run_id, 0),
+                labels.events: lambda session: upsert_recomputed(session, path[labels.events], key, ids, events,
+                                                                 run_id, 0),
+                labels.late_events: lambda session: upsert_recomputed(session, path[labels.late_events], key, ids,
+                                                                      late_events(events), run_id, 0),
+                labels.duplicates: lambda session: upsert_recomputed(
+                    session, path[labels.duplicates], COORDINATES, ids,
+                    duplicates(records_of_ids, events, schema.id_field), run_id, 0),
+            }, writes)
+        # Gold reads the events just written; no gold table reads another, so they too are written at once.
         on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
         touched = candidates.unionByName(earlier_winners)
-        for gold in pipeline.gold_tables:
-            label = labels.gold(gold.name)
-            with timed(writes, label):
+
+        def upsert(gold):
+            def write(session):
                 affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
                                    gold.recompute_keys, in_driver=False)
                 if new_records:
-                    upsert_gold_keys(spark, path[label], gold, on_time, affected, settings, run_id, 0)
-            scopes[label] = Scope(gold.recompute_keys, affected.frame)
+                    upsert_gold_keys(session, path[labels.gold(gold.name)], gold, on_time, affected, settings,
+                                     run_id, 0)
+                return affected
+            return write
+
+        affected = write_in_parallel(spark, {labels.gold(g.name): upsert(g) for g in pipeline.gold_tables}, writes)
+        for gold in pipeline.gold_tables:
+            label = labels.gold(gold.name)
+            scopes[label] = Scope(gold.recompute_keys, affected[label].frame)
         for label, name in snapshots.items():
             snapshot.versions[name] = (_history(spark, path[label], 1)[0].version if new_records
                                        else base.snapshot_versions[name])

@@ -22,6 +22,7 @@ from spark_apps.io.catalog import existing_table_path, register_table, table_pat
 from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, commit_metadata
 from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
+from spark_apps.io.parallel_writes import write_in_parallel
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.transforms.events import COORDINATES, as_defined, duplicates, late_events, winners, with_high_water
@@ -274,13 +275,20 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
            "start_offsets": {str(p): o for p, o in sorted(start.items())},
            "end_offsets": {str(p): o for p, o in sorted(position.end_offsets.items())},
            "code_version": snapshot.code_version}
-    with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
-        for table in stream_tables(pipeline):
+
+    def overwrite(table: StreamTable):
+        def write(session) -> int:
             path = str(table_path(settings, table.snapshot))
             frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
                 .options(**MERGE_TARGET_PROPERTIES).save(path)
-            register_table(spark, settings, table.snapshot)
-            snapshot.versions[table.snapshot] = _history(spark, path, 1)[0].version
+            register_table(session, settings, table.snapshot)
+            return _history(session, path, 1)[0].version
+        return write
+
+    # Every snapshot table comes from the frames above, none from another's write: they are written at once.
+    with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
+        written = write_in_parallel(spark, {table.snapshot: overwrite(table) for table in stream_tables(pipeline)})
+    snapshot.versions.update(written)
     log.info("batch recompute %s: %d records of %s in %s", run_id, snapshot.records, position.describe(),
              ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
     return snapshot
