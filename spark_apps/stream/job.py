@@ -44,6 +44,7 @@ from spark_apps.io.delta_writes import (
     commit_metadata,
     idempotent_append,
     merge_earliest,
+    staggered_checkpoints,
     upsert_gold_keys,
     with_retries,
 )
@@ -155,15 +156,17 @@ class StreamJob:
         assert_deterministic(self.pipeline, on_time, self.settings)
         merged = MERGE_TARGET_PROPERTIES
         cdf = {"delta.enableChangeDataFeed": "true"}
-        ensure_table(self.spark, self.settings, self.tables.bronze, parsed.select(*BRONZE_COLUMNS).schema)
-        ensure_table(self.spark, self.settings, self.tables.dead_letters, dead_letters(parsed).schema)
-        ensure_table(self.spark, self.settings, self.tables.candidates, candidates.schema)
-        ensure_table(self.spark, self.settings, self.tables.events, events.schema, properties=merged | cdf)
-        ensure_table(self.spark, self.settings, self.tables.commits, _commits_schema())
+        tables = {self.tables.bronze: (parsed.select(*BRONZE_COLUMNS).schema, {}),
+                  self.tables.dead_letters: (dead_letters(parsed).schema, {}),
+                  self.tables.candidates: (candidates.schema, {}),
+                  self.tables.events: (events.schema, merged | cdf),
+                  self.tables.commits: (_commits_schema(), {})}
         for gold in self.pipeline.gold_tables:
             output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
-            ensure_table(self.spark, self.settings, self.tables.gold(gold.name), output.schema,
-                         properties=(merged | cdf) if gold.change_data_feed else merged)
+            tables[self.tables.gold(gold.name)] = (output.schema, (merged | cdf) if gold.change_data_feed else merged)
+        checkpoints = staggered_checkpoints(list(tables))
+        for name, (table_schema, properties) in tables.items():
+            ensure_table(self.spark, self.settings, name, table_schema, properties=properties | checkpoints[name])
         register_derived_views(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------

@@ -133,6 +133,19 @@ def test_the_merges_of_the_stream_rewrite_only_the_rows_they_change(spark, resta
         "an order's later payment replaced its row by marking it"
 
 
+def test_no_two_stream_tables_write_their_delta_checkpoint_in_the_same_micro_batch_for_a_hundred_batches(
+        spark, restarted_stream):
+    """Each stream table commits once per batch; one shared interval would make every table checkpoint together."""
+    job = restarted_stream.job
+    tables = [job.tables.bronze, job.tables.dead_letters, job.tables.candidates, job.tables.events,
+              job.tables.commits, *[job.tables.gold(g.name) for g in PIPELINE.gold_tables]]
+    intervals = {table: int(spark.sql(f"SHOW TBLPROPERTIES delta.`{job.path(table)}` ('delta.checkpointInterval')")
+                            .first().value) for table in tables}
+    assert min(intervals.values()) >= 10, intervals
+    together = max(sum(version % interval == 0 for interval in intervals.values()) for version in range(1, 101))
+    assert together <= 3, f"{together} tables checkpoint in one batch: {intervals}"
+
+
 def test_a_deleted_checkpoint_with_kept_tables_is_refused(spark, restarted_stream, tmp_path):
     job = restarted_stream.job
     bronze_rows = spark.read.format("delta").load(job.path(job.tables.bronze)).count()
