@@ -133,7 +133,7 @@ def test_the_merges_of_the_stream_rewrite_only_the_rows_they_change(spark, resta
         "an order's later payment replaced its row by marking it"
 
 
-def test_no_two_stream_tables_write_their_delta_checkpoint_in_the_same_micro_batch_for_a_hundred_batches(
+def test_each_stream_table_has_its_own_checkpoint_interval_so_at_most_three_checkpoint_in_one_of_100_batches(
         spark, restarted_stream):
     """Each stream table commits once per batch; one shared interval would make every table checkpoint together."""
     job = restarted_stream.job
