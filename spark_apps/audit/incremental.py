@@ -47,6 +47,7 @@ from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.transforms.events import (
     COORDINATES,
     duplicates,
+    gold_keys_touched,
     high_water_marks,
     late_events,
     rows_of_keys,
@@ -271,8 +272,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
 
         def upsert(gold):
             def write(session):
-                affected = key_set(touched_keys(gold.key_rows(touched, settings), gold.recompute_keys),
-                                   gold.recompute_keys, in_driver=False)
+                affected = key_set(gold_keys_touched(gold, touched, settings), gold.recompute_keys, in_driver=False)
                 if new_records:
                     upsert_gold_keys(session, path[labels.gold(gold.name)], gold, on_time, affected, settings,
                                      run_id, 0)

@@ -59,7 +59,7 @@ def write_in_parallel(spark, writes: Mapping[str, Callable[[object], T]], timing
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-write") as pool:
         futures = {name: pool.submit(inheritable_thread_target(spark)(run), name, write, sessions[name])
                    for name, write in writes.items()}
-    errors = [future.exception() for future in futures.values() if future.exception() is not None]
+    errors = [error for error in (future.exception() for future in futures.values()) if error is not None]
     if errors:
         raise errors[0]
     return {name: future.result() for name, future in futures.items()}

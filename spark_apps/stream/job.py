@@ -61,6 +61,7 @@ from spark_apps.transforms.events import (
     duplicates_query,
     earlier_in_log,
     future_flag,
+    gold_keys_touched,
     high_water_marks,
     late_events_query,
     touched_keys,
@@ -328,8 +329,7 @@ class StreamJob:
 
         def upsert(gold):
             def write(session) -> None:
-                affected = key_set(touched_keys(gold.key_rows(touched, self.settings), gold.recompute_keys),
-                                   gold.recompute_keys, in_driver)
+                affected = key_set(gold_keys_touched(gold, touched, self.settings), gold.recompute_keys, in_driver)
                 self._upsert_gold(session, gold, on_time, affected, app_id, batch_id)
             return write
 

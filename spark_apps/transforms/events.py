@@ -15,7 +15,8 @@ from pyspark.sql import functions as F
 from spark_apps.pipeline.lateness import LatenessRule
 
 if TYPE_CHECKING:
-    from spark_apps.pipeline.declaration import TableNames
+    from spark_apps.core.settings import Settings
+    from spark_apps.pipeline.declaration import GoldTable, TableNames
 
 COORDINATES = ("topic", "partition", "offset")
 HIGH_WATER_COLUMN = "partition_high_water"
@@ -131,6 +132,13 @@ def as_defined(name: str, tables: TableNames, read: Callable[[str], DataFrame], 
 def touched_keys(rows: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     """The distinct keys some rows belong to."""
     return rows.select(*keys).dropna(subset=list(keys)).distinct()
+
+
+def gold_keys_touched(gold: GoldTable, touched: DataFrame, settings: Settings) -> DataFrame:
+    """The keys of ``gold`` whose rows some silver events may change: those the ``touched`` events belong to. The
+    stream (a batch's records and the winners they displaced) and the incremental audit (the new records and the
+    earlier winners of their ids) both recompute exactly these, so gold is the same function of the log on both."""
+    return touched_keys(gold.key_rows(touched, settings), gold.recompute_keys)
 
 
 def rows_of_keys(rows: DataFrame, keys_df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
