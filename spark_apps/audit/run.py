@@ -174,8 +174,12 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
         run.verdicts.append(TableVerdict(table, versions[table.stream], snapshot.versions[table.snapshot],
                                          diff, outcome))
     began = time.monotonic()
+    # A full run's diff counted every row of both sides of each table it compared: the count contract reuses those.
+    counted = {} if scopes is not None else {
+        name: rows for v in run.verdicts
+        for name, rows in ((v.table.stream, v.diff.stream_rows), (v.table.snapshot, v.diff.batch_rows))}
     run.contract = _record_counts(spark, settings, pipeline, generation, snapshot, versions,
-                                  whole_tables=scopes is not None)
+                                  whole_tables=scopes is not None, counted=counted)
     run.seconds.update(compare=compare_s + time.monotonic() - began, validate=validate_s)
     run.docs_url = validator.publish()
     run.report_path = write_report(settings, run)
@@ -236,21 +240,26 @@ def _read(spark, settings: Settings, table: str, version: int):
 
 
 def _record_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, snapshot: Snapshot,
-                   versions: dict[str, int], whole_tables: bool = False) -> list[ContractCheck]:
+                   versions: dict[str, int], whole_tables: bool = False,
+                   counted: dict[str, int] | None = None) -> list[ContractCheck]:
     """Every record of ``[start, O)`` is accounted for, on both sides; with ``whole_tables`` (an incremental run,
     which compares rows only where they can have changed), every table has as many rows in the stream as in the
-    batch."""
+    batch. ``counted`` gives the whole row count of tables (stream or snapshot, at the versions compared) already
+    known; the others are counted here."""
+    counted = counted or {}
     t = pipeline.tables(generation)
     tables = {s.stream: s for s in stream_tables(pipeline, generation)}
     snapshots = {name: table.snapshot for name, table in tables.items()}
-    counted = list(tables) if whole_tables else [t.bronze, t.candidates, t.dead_letters, t.events, t.duplicates,
-                                                 t.late_events]
-    stream = {name: read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
-              for name in counted}
-    batch = {name: _read(spark, settings, snapshots[name], snapshot.versions[snapshots[name]]).count()
-             for name in (counted if whole_tables else (t.candidates, t.dead_letters, t.late_events))}
+    compared = list(tables) if whole_tables else [t.bronze, t.candidates, t.dead_letters, t.events, t.duplicates,
+                                                  t.late_events]
+    stream = {name: counted[name] if name in counted else
+              read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
+              for name in compared}
+    batch = {name: counted[snapshots[name]] if snapshots[name] in counted else
+             _read(spark, settings, snapshots[name], snapshot.versions[snapshots[name]]).count()
+             for name in (compared if whole_tables else (t.candidates, t.dead_letters, t.late_events))}
     whole = [ContractCheck(f"whole table {tables[name].label}: stream rows = batch rows", stream[name], batch[name])
-             for name in counted] if whole_tables else []
+             for name in compared] if whole_tables else []
     return [
         ContractCheck("log records in [start, O) = stream bronze rows", snapshot.records, stream[t.bronze]),
         ContractCheck("stream bronze = silver candidates + dead letters", stream[t.bronze],
