@@ -215,7 +215,8 @@ class Validator:
         and the index, once; fill each outcome's page URL and return the index's."""
         validations = [identifier for identifier, _ in self._validated]
         suites = list(dict.fromkeys(identifier.expectation_suite_identifier for identifier in validations))
-        self.context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=[*validations, *suites])
+        if validations:  # GX reads no identifiers as "every page of the site" and would render them all again
+            self.context.build_data_docs(site_names=[DOCS_SITE], resource_identifiers=[*validations, *suites])
         for identifier, outcome in self._validated:
             urls = self.context.get_docs_sites_urls(resource_identifier=identifier, site_name=DOCS_SITE)
             outcome.result_url = (urls[0].get("site_url") or "") if urls else ""

@@ -84,10 +84,14 @@ class Plan:
 
 @dataclass(frozen=True)
 class Scope:
-    """The rows of one table an incremental run compares: those whose ``columns`` are among ``keys``."""
+    """The rows of one table an incremental run compares: those whose ``columns`` are among ``keys``.
+
+    ``empty``: no key at all, so no row of the table can have changed since the base run (neither new records nor a
+    write of the stream reached it); comparing it would compare nothing."""
 
     columns: tuple[str, ...]
     keys: object  # a DataFrame of distinct key rows
+    empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,23 +270,27 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                     session, path[labels.duplicates], COORDINATES, ids,
                     duplicates(records_of_ids, events, schema.id_field), run_id, 0),
             }, writes)
-        # Gold reads the events just written; no gold table reads another, so they too are written at once.
-        on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
         touched = candidates.unionByName(earlier_winners)
+        if new_records:
+            # Gold reads the events just written; no gold table reads another, so they too are written at once.
+            on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
 
-        def upsert(gold):
-            def write(session):
-                affected = key_set(gold_keys_touched(gold, touched, settings), gold.recompute_keys, in_driver=False)
-                if new_records:
+            def upsert(gold):
+                def write(session):
+                    affected = key_set(gold_keys_touched(gold, touched, settings), gold.recompute_keys,
+                                       in_driver=False)
                     upsert_gold_keys(session, path[labels.gold(gold.name)], gold, on_time, affected, settings,
                                      run_id, 0)
-                return affected
-            return write
+                    return affected.frame
+                return write
 
-        affected = write_in_parallel(spark, {labels.gold(g.name): upsert(g) for g in pipeline.gold_tables}, writes)
+            affected = write_in_parallel(spark, {labels.gold(g.name): upsert(g) for g in pipeline.gold_tables},
+                                         writes)
+        else:
+            affected = {labels.gold(g.name): gold_keys_touched(g, touched, settings) for g in pipeline.gold_tables}
         for gold in pipeline.gold_tables:
             label = labels.gold(gold.name)
-            scopes[label] = Scope(gold.recompute_keys, affected[label].frame)
+            scopes[label] = Scope(gold.recompute_keys, affected[label])
         for label, name in snapshots.items():
             snapshot.versions[name] = (_history(spark, path[label], 1)[0].version if new_records
                                        else base.snapshot_versions[name])
@@ -316,7 +324,8 @@ def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generati
         keys = scope.keys.select(*scope.columns)
         for more in extra.get(label, []):
             keys = keys.unionByName(more)
-        widened[label] = Scope(scope.columns, keys.dropna().distinct().localCheckpoint(eager=True))
+        keys = keys.dropna().distinct().localCheckpoint(eager=True)
+        widened[label] = Scope(scope.columns, keys, empty=keys.isEmpty())
     return widened
 
 

@@ -48,7 +48,7 @@ def test_an_audit_after_a_full_one_extends_it_by_the_new_records_and_is_exact(sp
     assert {(r.kind, r.builds_on) for r in rows} == {(INCREMENTAL, full.run_id)}
 
 
-def test_an_incremental_audit_without_new_records_writes_no_snapshot_and_still_catches_a_stray_write(
+def test_an_incremental_audit_without_new_records_writes_nothing_compares_only_what_the_stream_wrote_and_catches_it(
         spark, extended):
     stream_settings, _, increment = extended
 
@@ -75,6 +75,9 @@ def test_an_incremental_audit_without_new_records_writes_no_snapshot_and_still_c
     assert verdict.diff.counts[MISMATCH] == 1 and verdict.diff.counts[MISSING] == verdict.diff.counts[EXTRA] == 0
     samples = [s for e in verdict.gx.expectations if not e.success for s in e.samples]
     assert any(f"order_id={row.order_id}" in s for s in samples), samples
+    untouched = [v for v in stray.verdicts if v is not verdict]
+    assert untouched and all(v.success and v.diff.stream_rows == v.diff.batch_rows == 0 and not v.gx.expectations
+                             for v in untouched), "a table no record and no stream write reached is not compared"
 
 
 def test_the_extended_snapshots_equal_a_full_recompute_of_the_same_prefix(spark, extended):
