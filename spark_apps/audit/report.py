@@ -66,6 +66,7 @@ def render(run: AuditRun, dbt_docs: Path | None = None) -> str:
     details = "".join(
         f"<h3>{escape(v.table.label)} (stream version {v.version})</h3>{bucket_strip(v)}"
         + (f'<p class="bad">{escape(v.diff.schema_problem)}</p>' if v.diff.schema_problem else "")
+        + (f"<p>{escape(v.not_compared)}</p>" if v.not_compared else "")
         + "<ul>" + "".join(f'<li>{mark(e.success, "pass", "FAIL")} {escape(e.description)} {escape(e.observed)}'
                            + (f"<br>e.g. {escape(' | '.join(e.samples))}" if e.samples else "") + "</li>"
                            for e in v.gx.expectations) + "</ul>"

@@ -60,6 +60,7 @@ class TableVerdict:
     snapshot_version: int
     diff: TableDiff
     gx: SuiteOutcome
+    not_compared: str = ""  # why an incremental run compared no row of the table
 
     @property
     def stream_equals_batch(self) -> bool:
@@ -154,11 +155,11 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
     for table in _selected(pipeline, generation, only):
         if scopes is not None and scopes[table.label].empty:
             # No key in scope: the diff and every expectation would see zero rows on both sides, and pass.
-            log.info("%s: nothing to compare (no new record and no stream write reached it since %s)",
-                     table.label, builds_on)
+            why = f"nothing to compare: no new record and no stream write reached it since run {builds_on}"
+            log.info("%s: %s", table.label, why)
             run.verdicts.append(TableVerdict(table, versions[table.stream], snapshot.versions[table.snapshot],
                                              TableDiff(table.label, table.keys),
-                                             SuiteOutcome(f"{pipeline.name}.{table.label}", True, "")))
+                                             SuiteOutcome(f"{pipeline.name}.{table.label}", True, ""), why))
             continue
         stream = read_stream_table(spark, settings, pipeline, table, versions, generation)
         if table.label == pipeline.tables().bronze:
@@ -233,7 +234,7 @@ def summary_lines(run: AuditRun) -> list[str]:
                      f"{d.stream_rows:,} vs {d.batch_rows:,} rows, matched {d.matched:,}, "
                      f"missing {d.counts[MISSING]:,}, extra {d.counts[EXTRA]:,}, "
                      f"mismatched {d.counts[MISMATCH]:,}; {len(d.differing_buckets)}/{len(d.buckets)} "
-                     "buckets differ")
+                     "buckets differ" + (f"; {v.not_compared}" if v.not_compared else ""))
     for check in run.contract:
         lines.append(f"{'counts':28s} {'HOLDS' if check.ok else 'BROKEN':8s} {check.name}: "
                      f"{check.left:,} vs {check.right:,}")
@@ -298,7 +299,7 @@ def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]
             extra_in_stream=d.counts[EXTRA], value_mismatch=d.counts[MISMATCH],
             buckets=len(d.buckets), differing_buckets=len(d.differing_buckets), compare_seconds=d.seconds,
             stream_equals_batch=v.stream_equals_batch, quality_ok=v.gx.quality_ok, success=v.success,
-            gx_result=v.gx.result_url, detail="; ".join(filter(None, [d.schema_problem, *failed])),
+            gx_result=v.gx.result_url, detail="; ".join(filter(None, [d.schema_problem, v.not_compared, *failed])),
             ))
     broken = [f"{c.name}: {c.left} != {c.right}" for c in run.contract if not c.ok]
     rows.append(ledger.LedgerRow(

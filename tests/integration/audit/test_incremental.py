@@ -77,7 +77,9 @@ def test_an_incremental_audit_without_new_records_writes_nothing_compares_only_w
     assert any(f"order_id={row.order_id}" in s for s in samples), samples
     untouched = [v for v in stray.verdicts if v is not verdict]
     assert untouched and all(v.success and v.diff.stream_rows == v.diff.batch_rows == 0 and not v.gx.expectations
-                             for v in untouched), "a table no record and no stream write reached is not compared"
+                             and v.not_compared for v in untouched), "a table nothing reached is not compared"
+    assert not verdict.not_compared
+    assert untouched[0].not_compared in stray.report_path.read_text()
 
 
 def test_the_extended_snapshots_equal_a_full_recompute_of_the_same_prefix(spark, extended):
