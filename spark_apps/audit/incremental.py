@@ -92,6 +92,7 @@ class Scope:
     columns: tuple[str, ...]
     keys: object  # a DataFrame of distinct key rows
     empty: bool = False
+    bounds: str = ""  # SQL the keys satisfy, that Delta's file statistics can skip by (log coordinates only)
 
 
 @dataclass(frozen=True)
@@ -317,19 +318,33 @@ def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generati
     by_id = (labels.events, labels.late_events, labels.duplicates)
     extra = {t.label: [written(t.stream).select(*scopes[t.label].columns)]
              for t in stream_tables(pipeline, generation) if not t.derived and t.label not in by_id}
-    silver_ids = [written(names.events).select(id_field), written(names.candidates).select(id_field)]
-    extra.update({label: silver_ids for label in by_id})
-    widened = {}
-    for label, scope in scopes.items():
-        keys = scope.keys.select(*scope.columns)
-        for more in extra.get(label, []):
-            keys = keys.unionByName(more)
-        keys = keys.dropna().distinct().localCheckpoint(eager=True)
-        widened[label] = Scope(scope.columns, keys, empty=keys.isEmpty())
-    return widened
+    # The three tables keyed by event id share one scope: the ids the new records touch and the ids the stream wrote.
+    by_ids = _widened(scopes[labels.events],
+                      [written(names.events).select(id_field), written(names.candidates).select(id_field)])
+    return {label: by_ids if label in by_id else _widened(scope, extra.get(label, []))
+            for label, scope in scopes.items()}
+
+
+def _widened(scope: Scope, more: list) -> Scope:
+    """``scope`` with the key rows of ``more`` added, fixed as a checkpoint. Keys that are log coordinates also get
+    their offset range per partition as ``bounds``: the tables keyed by them are appended in log order, so a read
+    restricted to new records skips every older file."""
+    from pyspark.sql import functions as F
+
+    keys = scope.keys.select(*scope.columns)
+    for frame in more:
+        keys = keys.unionByName(frame)
+    keys = keys.dropna().distinct().localCheckpoint(eager=True)
+    if scope.columns != COORDINATES:
+        return Scope(scope.columns, keys, empty=keys.isEmpty())
+    ranges = keys.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect()
+    bounds = " OR ".join(f"(`partition` = {int(r['partition'])} AND `offset` BETWEEN {int(r['lo'])} AND {int(r['hi'])})"
+                         for r in sorted(ranges, key=lambda r: r["partition"]))
+    return Scope(scope.columns, keys, empty=not ranges, bounds=f"({bounds})" if bounds else "")
 
 
 def restrict(frame, scope: Scope):
-    """Only the rows of ``frame`` inside ``scope``."""
-    return rows_of_keys(frame, scope.keys, scope.columns)
+    """Only the rows of ``frame`` inside ``scope``; its ``bounds`` come first, so the read skips files outside them
+    (every row of the keys satisfies them)."""
+    return rows_of_keys(frame.where(scope.bounds) if scope.bounds else frame, scope.keys, scope.columns)
 

@@ -42,6 +42,8 @@ def test_an_audit_after_a_full_one_extends_it_by_the_new_records_and_is_exact(sp
     assert (increment.kind, increment.builds_on) == (INCREMENTAL, full.run_id)
     assert increment.snapshot.records == increment.position.records > full.snapshot.records
     assert all(v.diff.matched > 0 for v in increment.verdicts if v.table.label.startswith(("bronze", "gold")))
+    bronze = next(v for v in increment.verdicts if v.table.label.startswith("bronze"))
+    assert bronze.diff.matched >= increment.position.records - full.position.records, "every new record compared"
     assert any(c.name.startswith("whole table gold.") and c.ok for c in increment.contract)
     rows = spark.read.format("delta").load(str(table_path(stream_settings, LEDGER_TABLE))) \
         .where(f"run_id = '{increment.run_id}'").collect()
