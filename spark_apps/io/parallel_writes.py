@@ -14,6 +14,7 @@ starts are counted where the caller's are.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -40,8 +41,6 @@ def write_in_parallel(spark, writes: Mapping[str, Callable[[object], T]], timing
     Returns what each write returned, by name; ``timings[name]`` gets each one's seconds. A write that fails fails
     the call with its own error once the others have finished, so none is left running behind the caller. A single
     write runs in the caller's thread and session, as if called directly."""
-    from pyspark.util import inheritable_thread_target
-
     timings = {} if timings is None else timings
     if len(writes) <= 1:
         results = {}
@@ -55,10 +54,19 @@ def write_in_parallel(spark, writes: Mapping[str, Callable[[object], T]], timing
             return write(session)
 
     sessions = {name: cloned_session(spark) for name in writes}
-    workers = min(len(writes), MAX_PARALLEL_WRITES)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="delta-write") as pool:
-        futures = {name: pool.submit(inheritable_thread_target(spark)(run), name, write, sessions[name])
-                   for name, write in writes.items()}
+    return in_parallel(spark, {name: functools.partial(run, name, write, sessions[name])
+                               for name, write in writes.items()})
+
+
+def in_parallel(spark, work: Mapping[str, Callable[[], T]], workers: int = MAX_PARALLEL_WRITES) -> dict[str, T]:
+    """Run independent pieces of Spark work (reads, checkpoints, writes in sessions of their own) up to ``workers``
+    at once, and wait for all; what each returned, by name. Small queries leave a core idle while the driver plans
+    the next one: two at once keep both cores busy. A failure fails the call with its own error once the others have
+    finished, so none is left running behind the caller."""
+    from pyspark.util import inheritable_thread_target
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(work), workers)), thread_name_prefix="spark-work") as pool:
+        futures = {name: pool.submit(inheritable_thread_target(spark)(call)) for name, call in work.items()}
     errors = [error for error in (future.exception() for future in futures.values()) if error is not None]
     if errors:
         raise errors[0]

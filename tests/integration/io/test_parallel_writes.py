@@ -8,7 +8,7 @@ from delta.tables import DeltaTable
 
 from spark_apps.io.delta_writes import TXN_APP_ID, USER_METADATA, commit_metadata, upsert_recomputed
 from spark_apps.io.key_sets import key_set
-from spark_apps.io.parallel_writes import write_in_parallel
+from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
 
 pytestmark = pytest.mark.integration
 
@@ -80,3 +80,22 @@ def test_a_failed_write_fails_the_call_only_after_the_others_have_committed(spar
     with pytest.raises(ValueError, match="this write fails"):
         write_in_parallel(spark, {"fail": fail, "slow": slow})
     assert [h.operation for h in _history(spark, path)] == ["WRITE"]
+
+
+def test_pieces_of_work_run_at_once_in_the_callers_job_group_and_return_by_name(spark):
+    both_started = threading.Barrier(2, timeout=60)  # each piece waits for the other: run in turn, they would hang
+    group = "test-in-parallel"
+    spark.sparkContext.setJobGroup(group, "work at once")
+
+    def count(n: int):
+        def work() -> int:
+            both_started.wait()
+            return spark.range(n).count()
+        return work
+
+    try:
+        assert in_parallel(spark, {"small": count(3), "large": count(5)}) == {"small": 3, "large": 5}
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert len(jobs) >= 2, "the pieces' jobs ran outside the caller's job group"
