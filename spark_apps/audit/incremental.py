@@ -20,6 +20,7 @@ code, and a table moves to kappa serving only with a full run in its streak (``s
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -42,7 +43,7 @@ from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upser
 from spark_apps.io.key_sets import key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
-from spark_apps.io.parallel_writes import write_in_parallel
+from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.transforms.events import (
     COORDINATES,
@@ -319,10 +320,14 @@ def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generati
     extra = {t.label: [written(t.stream).select(*scopes[t.label].columns)]
              for t in stream_tables(pipeline, generation) if not t.derived and t.label not in by_id}
     # The three tables keyed by event id share one scope: the ids the new records touch and the ids the stream wrote.
-    by_ids = _widened(scopes[labels.events],
-                      [written(names.events).select(id_field), written(names.candidates).select(id_field)])
-    return {label: by_ids if label in by_id else _widened(scope, extra.get(label, []))
-            for label, scope in scopes.items()}
+    # Each widening is a few small queries; run at once, they keep both cores busy.
+    widenings = {label: functools.partial(_widened, scope, extra.get(label, []))
+                 for label, scope in scopes.items() if label not in by_id}
+    widenings[labels.events] = functools.partial(
+        _widened, scopes[labels.events],
+        [written(names.events).select(id_field), written(names.candidates).select(id_field)])
+    widened = in_parallel(spark, widenings)
+    return {label: widened[labels.events] if label in by_id else widened[label] for label in scopes}
 
 
 def _widened(scope: Scope, more: list) -> Scope:
