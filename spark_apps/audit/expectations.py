@@ -16,7 +16,6 @@ result it lists, so an unbounded index would make each audit slower than the one
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -64,24 +63,62 @@ def _view_name(kind: str, label: str) -> str:
     return f"kappa_{kind}__{label.replace('.', '__')}"
 
 
-@functools.cache
-def comparison_class():
-    """``UnexpectedRowsExpectation`` that also reports its rows as GX's unexpected values, so the Data Docs list
-    the offending keys (the stock one keeps them out of every result format the docs render)."""
-    from great_expectations.expectations import UnexpectedRowsExpectation
+ROWS_METRIC = "kappa_unexpected_rows_query.rows_and_count"
+GX_BATCH_VIEW = "kappa_gx_batch"  # what ``{batch}`` stands for in a row rule's query
 
-    class ExpectStreamRowsToMatchBatchSnapshot(UnexpectedRowsExpectation):
-        """Stream vs batch: no row the query returns may exist; each returned row names a key and what differs."""
+
+@functools.cache
+def _row_rule_classes():
+    """GX's ``UnexpectedRowsExpectation`` evaluates its query twice, once for its first rows and once for their
+    count, and each evaluation of the stream-vs-batch query groups and joins both sides. These run it once: the
+    metric fetches one row more than it shows, and counts the rows again only when there are more (a failing table).
+    ``(rule, comparison)``: the key rule uses the first, the stream-vs-batch proof the second."""
+    from great_expectations.core.metric_domain_types import MetricDomainTypes
+    from great_expectations.execution_engine import SparkDFExecutionEngine
+    from great_expectations.expectations import UnexpectedRowsExpectation
+    from great_expectations.expectations.metrics.metric_provider import metric_value
+    from great_expectations.expectations.metrics.query_metric_provider import QueryMetricProvider
+
+    class UnexpectedRowsAndCount(QueryMetricProvider):
+        metric_name = ROWS_METRIC
+        value_keys = ("unexpected_rows_query",)
+        query_param_name = "unexpected_rows_query"
+
+        @metric_value(engine=SparkDFExecutionEngine)
+        def _spark(cls, execution_engine, metric_domain_kwargs: dict, metric_value_kwargs: dict, metrics: dict,
+                   runtime_configuration: dict) -> dict:
+            frame, _, _ = execution_engine.get_compute_domain(metric_domain_kwargs, domain_type=MetricDomainTypes.TABLE)
+            frame.createOrReplaceTempView(GX_BATCH_VIEW)
+            query = cls._format_query(cls._get_query_from_metric_value_kwargs(metric_value_kwargs),
+                                      batch=GX_BATCH_VIEW)
+            found = execution_engine.spark.sql(query)
+            rows = found.limit(SHOWN_ROWS + 1).collect()
+            count = len(rows) if len(rows) <= SHOWN_ROWS else found.count()
+            return {"rows": [row.asDict() for row in rows[:SHOWN_ROWS]], "count": count}
+
+    class ExpectNoUnexpectedRows(UnexpectedRowsExpectation):
+        """No row the query returns may exist (GX's row rule, its query run once)."""
+
+        metric_dependencies = (ROWS_METRIC,)
 
         def _validate(self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None) -> dict:
-            rows = metrics["unexpected_rows_query.table"]
-            count = metrics["unexpected_rows_query.row_count"]
+            count = metrics[ROWS_METRIC]["count"]
+            return {"success": count == 0, "result": {"observed_value": count}}
+
+    class ExpectStreamRowsToMatchBatchSnapshot(ExpectNoUnexpectedRows):
+        """Stream vs batch: no row the query returns may exist; each returned row names a key and what differs,
+        and is reported as GX's unexpected values, so the Data Docs list the offending keys (the stock row rule
+        keeps them out of every result format the docs render)."""
+
+        def _validate(self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None) -> dict:
+            found = metrics[ROWS_METRIC]
+            count = found["count"]
             shown = [", ".join(f"{column}={value}" for column, value in row.items() if value is not None)
-                     for row in rows[:SHOWN_ROWS]]
+                     for row in found["rows"]]
             return {"success": count == 0,
                     "result": {"observed_value": count, "unexpected_count": count, "partial_unexpected_list": shown}}
 
-    return ExpectStreamRowsToMatchBatchSnapshot
+    return ExpectNoUnexpectedRows, ExpectStreamRowsToMatchBatchSnapshot
 
 
 def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...]) -> list:
@@ -111,7 +148,7 @@ def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...
         named = ", ".join(f"IF(s.one.`{c}` <=> b.one.`{c}`, NULL, '{c}')" for c in values)
         detail = f", IF(s.n = 1 AND b.n = 1, concat_ws(', ', {named}), NULL) AS differing_columns"
     per_key = lambda table: f"(SELECT {grouped} FROM {table} GROUP BY {key_list})"  # noqa: E731
-    return [comparison_class()(
+    return [_row_rule_classes()[1](
         description=f"{label}: every key has the same rows in the stream as in the batch snapshot, both ways, "
                     "every column compared",
         unexpected_rows_query=(
@@ -123,11 +160,9 @@ def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...
 
 
 def key_expectation(label: str, keys: tuple[str, ...]):
-    import great_expectations.expectations as gxe
-
     key_list = ", ".join(f"`{k}`" for k in keys)
     nulls = " OR ".join(f"`{k}` IS NULL" for k in keys)
-    return gxe.UnexpectedRowsExpectation(
+    return _row_rule_classes()[0](
         description=f"{label}: keys ({', '.join(keys)}) are unique and not null",
         unexpected_rows_query=(f"SELECT {key_list}, count(*) AS copies FROM {{batch}} GROUP BY {key_list} "
                                f"HAVING count(*) > 1 OR {nulls}"))
@@ -190,8 +225,7 @@ class Validator:
             gx.ValidationDefinition(name=name, data=batch, suite=suite))
         checkpoint = self.context.checkpoints.add_or_update(gx.Checkpoint(
             name=name, validation_definitions=[definition], actions=[], result_format={"result_format": "SUMMARY"}))
-        with _query_results_cached(spark, stream, suite.expectations):
-            result = checkpoint.run(batch_parameters={"dataframe": stream})
+        result = checkpoint.run(batch_parameters={"dataframe": stream})
         identifier, validation = next(iter(result.run_results.items()))
         comparison_texts = {e.description for e in comparisons}
         outcomes = []
@@ -205,7 +239,8 @@ class Validator:
                 samples = _samples(spark, r, stream, keys, label)
             outcomes.append(ExpectationOutcome(
                 description=r.expectation_config.description or r.expectation_config.type, success=bool(r.success),
-                observed=_observed(r.result, r.expectation_config.type), compares_with_batch=compares, samples=samples))
+                observed=_observed(r.result, "unexpected_rows_query" in r.expectation_config.kwargs),
+                compares_with_batch=compares, samples=samples))
         outcome = SuiteOutcome(suite=name, success=bool(validation.success), result_url="", expectations=outcomes)
         self._validated.append((identifier, outcome))
         return outcome
@@ -225,23 +260,6 @@ class Validator:
 
 
 SAMPLES = 5
-GX_BATCH_VIEW = "tmp_view"  # the name GX's Spark query metrics give ``{batch}``
-
-
-@contextlib.contextmanager
-def _query_results_cached(spark, stream, expectations: list):
-    """GX evaluates each row query twice, once for its rows and once for their count, and each evaluation of the
-    stream-vs-batch query groups and joins both whole sides. Spark's cache answers a query whose plan equals a
-    cached one, so marking each query's result for caching, written over the view name GX uses, makes GX's first
-    evaluation fill it and its second read it. GX still runs its own query text; only the work is shared."""
-    stream.createOrReplaceTempView(GX_BATCH_VIEW)
-    queries = [getattr(e, "unexpected_rows_query", None) for e in expectations]
-    cached = [spark.sql(q.replace("{batch}", GX_BATCH_VIEW)).persist() for q in queries if q]
-    try:
-        yield
-    finally:
-        for frame in cached:
-            frame.unpersist()
 
 
 def _samples(spark, result, stream, keys: tuple[str, ...], label: str) -> tuple[str, ...]:
@@ -261,11 +279,11 @@ def _samples(spark, result, stream, keys: tuple[str, ...], label: str) -> tuple[
     return tuple(f"{column}={value!r}" for value in values[:SAMPLES])
 
 
-def _observed(result: dict, kind: str) -> str:
+def _observed(result: dict, row_rule: bool) -> str:
     """What GX saw, in words: a row rule's observed value is the number of rows it caught."""
     if result.get("unexpected_count") is not None:
         return f"{result['unexpected_count']} unexpected"
     observed = result.get("observed_value")
-    if kind == "unexpected_rows_expectation" and observed is not None:
+    if row_rule and observed is not None:
         return f"{observed} unexpected"
     return "" if observed is None else f"observed {observed}"

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from spark_apps.audit.expectations import Validator
+from spark_apps.audit.expectations import SHOWN_ROWS, Validator
 
 pytestmark = pytest.mark.integration
 
@@ -71,3 +71,13 @@ def test_a_key_with_several_rows_is_compared_as_the_set_of_its_rows(spark, valid
     assert not other.stream_equals_batch
     samples = [s for e in other.expectations if not e.success for s in e.samples]
     assert any(s.startswith("kind=rows_differ, order_id=3,") for s in samples), samples
+
+
+def test_gx_counts_every_offending_key_when_there_are_more_than_it_shows(spark, validator):
+    """Each row rule runs its query once, fetching one row more than a result shows; past that it must count the
+    rows again, not report the ones it fetched."""
+    many = [(i, "paid", 100 * i) for i in range(1, SHOWN_ROWS + 11)]
+    outcome = validator.validate(spark, "gold.witness", spark.createDataFrame(many + many, SCHEMA),
+                                 spark.createDataFrame(many, SCHEMA), ("order_id",))
+    observed = {e.compares_with_batch: e.observed for e in outcome.expectations if not e.success}
+    assert observed == {True: f"{len(many)} unexpected", False: f"{len(many)} unexpected"}, outcome.expectations
