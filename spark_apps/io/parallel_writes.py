@@ -22,6 +22,7 @@ from typing import TypeVar
 from spark_apps.core.progress import timed
 
 T = TypeVar("T")
+K = TypeVar("K")
 # At most this many writes run at once: more only queue for the same cores, each holding its own frames.
 MAX_PARALLEL_WRITES = 4
 
@@ -58,7 +59,7 @@ def write_in_parallel(spark, writes: Mapping[str, Callable[[object], T]], timing
                                for name, write in writes.items()})
 
 
-def in_parallel(spark, work: Mapping[str, Callable[[], T]], workers: int = MAX_PARALLEL_WRITES) -> dict[str, T]:
+def in_parallel(spark, work: Mapping[K, Callable[[], T]], workers: int = MAX_PARALLEL_WRITES) -> dict[K, T]:
     """Run independent pieces of Spark work (reads, checkpoints, writes in sessions of their own) up to ``workers``
     at once, and wait for all; what each returned, by name. Small queries leave a core idle while the driver plans
     the next one: two at once keep both cores busy. A failure fails the call with its own error once the others have
