@@ -135,19 +135,30 @@ def comparison_expectations(label: str, columns: list[str], keys: tuple[str, ...
     kinds = ["WHEN s.n IS NULL THEN 'missing_in_stream'", "WHEN b.n IS NULL THEN 'extra_in_stream'",
              "WHEN s.n <> b.n THEN 'copies_differ'"]
     differs = ["s.n IS NULL", "b.n IS NULL", "s.n <> b.n"]
-    grouped = f"{key_list}, count(*) AS n"
     detail = ""
     if values:
         # A key both sides have once compares column by column (and names the columns); a key with several rows
         # (keys are unique by the data-quality rules, but a witness must neither invent nor miss a difference when
         # they are not) compares the sorted set of its rows.
-        row = "struct(" + ", ".join(f"`{c}`" for c in values) + ")"
-        grouped += (f", first({row}) AS one, IF(count(*) > 1, sort_array(collect_list(to_json({row}))), NULL) AS r")
         kinds += ["WHEN s.n = 1 THEN 'values_differ'", "ELSE 'rows_differ'"]
         differs += ["(s.n = 1 AND NOT (s.one <=> b.one))", "(s.n > 1 AND s.r <> b.r)"]
         named = ", ".join(f"IF(s.one.`{c}` <=> b.one.`{c}`, NULL, '{c}')" for c in values)
         detail = f", IF(s.n = 1 AND b.n = 1, concat_ws(', ', {named}), NULL) AS differing_columns"
-    per_key = lambda table: f"(SELECT {grouped} FROM {table} GROUP BY {key_list})"  # noqa: E731
+
+    def per_key(table: str) -> str:
+        if not values:
+            return f"(SELECT {key_list}, count(*) AS n FROM {table} GROUP BY {key_list})"
+        # Only the keys with several rows get the set of their rows built; nearly every key has one. Serializing every
+        # row for it took the query over 100,000 keys of silver.events 1.8-2.0 s, against 1.4 s this way.
+        row = "struct(" + ", ".join(f"`{c}`" for c in values) + ")"
+        on = lambda left, right: " AND ".join(f"{left}.`{k}` <=> {right}.`{k}`" for k in keys)  # noqa: E731
+        of_x = ", ".join(f"x.`{k}`" for k in keys)
+        several = f"(SELECT {key_list} FROM {table} GROUP BY {key_list} HAVING count(*) > 1)"
+        rows = (f"(SELECT {of_x}, sort_array(collect_list(to_json({row}))) AS r FROM {table} x "
+                f"LEFT SEMI JOIN {several} d ON {on('x', 'd')} GROUP BY {of_x})")
+        return (f"(SELECT k.*, m.r FROM (SELECT {key_list}, count(*) AS n, first({row}) AS one FROM {table} "
+                f"GROUP BY {key_list}) k LEFT JOIN {rows} m ON {on('k', 'm')})")
+
     return [_row_rule_classes()[1](
         description=f"{label}: every key has the same rows in the stream as in the batch snapshot, both ways, "
                     "every column compared",
