@@ -241,10 +241,10 @@ def _one_ahead(spark, compare: Callable[[T], R], items: list[T], release: Callab
         pending = [pool.submit(work, items[0])] if items else []
 
         def results() -> Iterator[R]:
-            for following in items[1:] + [None]:
+            for following in range(1, len(items) + 1):
                 result = pending.pop().result()
-                if following is not None:
-                    pending.append(pool.submit(work, following))
+                if following < len(items):
+                    pending.append(pool.submit(work, items[following]))
                 yield result
 
         try:

@@ -1,4 +1,5 @@
-"""Independent Delta writes at the same time, each in a session of its own.
+"""Independent Delta writes at the same time, each in a session of its own (``write_in_parallel``), and independent
+reads of one session at the same time (``in_parallel``).
 
 A micro-batch's gold tables, and an audit's snapshot tables, were written one after another although none reads
 another's write. For small batches the writes overlap well even on two cores: with 300-record batches the three
