@@ -11,14 +11,19 @@ from spark_apps.audit.run import _one_ahead
 pytestmark = pytest.mark.integration
 
 
+def upper_noting_when_b_starts(started: threading.Event):
+    """A stand-in for a table's diff: the item in capitals, setting ``started`` when the second item's work begins."""
+    def compare(item: str) -> str:
+        if item == "b":
+            started.set()
+        return item.upper()
+    return compare
+
+
 def test_the_next_item_is_worked_on_while_the_caller_holds_the_one_before_and_results_keep_their_order(spark):
     second_started = threading.Event()
     released: list[str] = []
-
-    def compare(item: str) -> str:
-        if item == "b":
-            second_started.set()
-        return item.upper()
+    compare = upper_noting_when_b_starts(second_started)
 
     with _one_ahead(spark, compare, ["a", "b", "c"], released.append) as results:
         first = next(results)
@@ -31,11 +36,7 @@ def test_the_next_item_is_worked_on_while_the_caller_holds_the_one_before_and_re
 def test_a_caller_that_stops_early_gets_the_result_worked_on_ahead_released(spark):
     second_started = threading.Event()
     released: list[str] = []
-
-    def compare(item: str) -> str:
-        if item == "b":
-            second_started.set()
-        return item.upper()
+    compare = upper_noting_when_b_starts(second_started)
 
     with pytest.raises(RuntimeError, match="validation failed"):
         with _one_ahead(spark, compare, ["a", "b", "c"], released.append) as results:
