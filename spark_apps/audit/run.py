@@ -163,7 +163,8 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
     tables = _selected(pipeline, generation, only)
     skipped = {t.label for t in tables if scopes is not None and scopes[t.label].empty}
 
-    def release(compared_table: tuple[object, object, TableDiff]) -> None:
+    def release(compared_table: tuple) -> None:
+        """Free the cached frames of a compared table: ``(stream, batch)`` or ``(stream, batch, diff)``."""
         for frame in compared_table[:2]:
             frame.unpersist()
 
