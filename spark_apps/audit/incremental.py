@@ -39,8 +39,13 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
-from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
-from spark_apps.io.key_sets import key_set
+from spark_apps.io.delta_writes import (
+    commit_metadata,
+    idempotent_append,
+    upsert_gold_keys,
+    upsert_recomputed,
+)
+from spark_apps.io.key_sets import fixed_changes, key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
@@ -48,6 +53,7 @@ from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.transforms.events import (
     COORDINATES,
     duplicates,
+    gold_changes,
     gold_keys_touched,
     high_water_marks,
     late_events,
@@ -279,11 +285,12 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
 
             def upsert(gold):
                 def write(session):
-                    affected = key_set(gold_keys_touched(gold, touched, settings), gold.recompute_keys,
-                                       in_driver=False)
-                    upsert_gold_keys(session, path[labels.gold(gold.name)], gold, on_time, affected, settings,
-                                     run_id, 0)
-                    return affected.frame
+                    target = path[labels.gold(gold.name)]
+                    changes = gold_changes(gold, touched, lambda: session.read.format("delta").load(target),
+                                           settings)
+                    affected = fixed_changes(gold, changes, in_driver=False)
+                    upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
+                    return affected.frame.select(*gold.recompute_keys)
                 return write
 
             affected = write_in_parallel(spark, {labels.gold(g.name): upsert(g) for g in pipeline.gold_tables},

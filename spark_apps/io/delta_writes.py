@@ -29,7 +29,7 @@ from delta.exceptions import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.io.key_sets import KeySet
+from spark_apps.io.key_sets import KeySet, KeySpans
 
 if TYPE_CHECKING:
     from spark_apps.core.settings import Settings
@@ -149,8 +149,8 @@ def merge_source(recomputed: DataFrame, gone: DataFrame, primary_keys: tuple[str
             .withColumn("_delete", F.col(RECOMPUTED).isNull()).drop(RECOMPUTED))
 
 
-def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected: KeySet, recomputed: DataFrame,
-                      app_id: str, batch_id: int) -> None:
+def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected: KeySet | KeySpans,
+                      recomputed: DataFrame, app_id: str, batch_id: int) -> None:
     """Make the rows of the ``affected`` keys equal to ``recomputed``: update, insert, delete the rest.
 
     Only target rows of the affected keys are read or touched; the merge condition carries the
@@ -180,10 +180,13 @@ def upsert_recomputed(spark, path: str, primary_keys: tuple[str, ...], affected:
          .execute())
 
 
-def upsert_gold_keys(spark, path: str, gold: GoldTable, on_time: DataFrame, affected: KeySet, settings: Settings,
-                     app_id: str, batch_id: int) -> None:
-    """Recompute a gold table's ``affected`` keys from silver's on-time events, and make its rows equal to that."""
-    rows = affected.rows_of(gold.key_rows(on_time, settings))
+def upsert_gold_keys(spark, path: str, gold: GoldTable, on_time: DataFrame, affected: KeySet | KeySpans,
+                     settings: Settings, app_id: str, batch_id: int) -> None:
+    """Recompute a gold table's ``affected`` keys (or key spans) from silver's on-time events, and make its rows
+    equal to that."""
+    key_rows = gold.key_rows(on_time, settings)
+    rows = (affected.rows_of(key_rows, gold.sessions.time_column) if isinstance(affected, KeySpans)
+            else affected.rows_of(key_rows))
     upsert_recomputed(spark, path, gold.primary_keys, affected, gold.compute(rows, settings), app_id, batch_id)
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO, GoldTable
+
 # Batches of at most this many records keep their keys in the driver (there are at most as many keys as records).
 KEYS_IN_DRIVER_MAX_RECORDS = 20_000
 
@@ -31,34 +33,87 @@ class KeySet:
         return rows.join(F.broadcast(self.frame), list(self.keys), "left_semi")
 
 
+@dataclass(frozen=True)
+class KeySpans:
+    """Per key, one closed range of times (``SPAN_LO``, ``SPAN_HI``): the rows of a key within it, for a gold table
+    of sessions. ``column`` is the target table's column the spans bound; ``prune`` bounds the keys and it to the
+    whole set's range, for the MERGE condition, and ``time_range`` is that range for any time column, so a read
+    skips the files outside it."""
+
+    frame: DataFrame
+    keys: tuple[str, ...]
+    column: str
+    prune: str
+    time_range: tuple[str, str] | None
+
+    def rows_of(self, rows: DataFrame, column: str | None = None) -> DataFrame:
+        """Only the rows whose key is in the set and whose ``column`` (the target's by default) lies in that key's
+        span."""
+        column = column or self.column
+        if self.time_range is None:
+            return rows.where(F.lit(False))
+        lo, hi = self.time_range
+        spans = F.broadcast(self.frame).alias("_spans")
+        matched = [rows[k] == F.col(f"_spans.{k}") for k in self.keys]
+        within = rows[column].between(F.col(f"_spans.{SPAN_LO}"), F.col(f"_spans.{SPAN_HI}"))
+        bounded = rows.where(F.col(column).between(F.expr(lo), F.expr(hi)))
+        return bounded.join(spans, [*matched, within], "left_semi")
+
+
 def key_set(keys_df: DataFrame, keys: tuple[str, ...], in_driver: bool) -> KeySet:
     """Fix ``keys_df`` (distinct key rows) for the rest of the batch: in the driver, or as a local checkpoint."""
     keys_df = keys_df.select(*keys)
-    bounds = [*[F.min(k).cast("string").alias(f"lo_{i}") for i, k in enumerate(keys)],
-              *[F.max(k).cast("string").alias(f"hi_{i}") for i, k in enumerate(keys)]]
-    if in_driver:
-        spark = keys_df.sparkSession
-        row = keys_df.agg(F.collect_list(F.struct(*keys)).alias("rows"), *bounds)._jdf.head()
-        local = spark._jsparkSession.createDataFrame(row.getList(0), keys_df._jdf.schema())
-        frame = DataFrame(local, spark)
-        values = {f"lo_{i}": row.getString(1 + i) for i in range(len(keys))} | \
-                 {f"hi_{i}": row.getString(1 + len(keys) + i) for i in range(len(keys))}
-    else:
-        frame = keys_df.localCheckpoint(eager=True)
-        values = frame.agg(*bounds).first().asDict()
+    frame, values = _fixed(keys_df, {k: (k, k) for k in keys}, in_driver)
     types = {f.name: f.dataType.simpleString() for f in keys_df.schema.fields}
-    return KeySet(frame, keys, _range_condition(values, keys, types))
+    return KeySet(frame, keys, _range_condition(values, types))
 
 
-def _range_condition(values: dict, keys: tuple[str, ...], types: dict[str, str]) -> str:
-    """Bounds travel as strings cast back to the key's type, so no time zone or float formatting differs between
+def key_spans(spans_df: DataFrame, keys: tuple[str, ...], column: str, in_driver: bool) -> KeySpans:
+    """Fix ``spans_df`` (one row per key: the keys, ``SPAN_LO`` and ``SPAN_HI``) like :func:`key_set`; ``column`` is
+    the target table's column the spans bound."""
+    spans_df = spans_df.select(*keys, SPAN_LO, SPAN_HI)
+    frame, values = _fixed(spans_df, {**{k: (k, k) for k in keys}, column: (SPAN_LO, SPAN_HI)}, in_driver)
+    types = {f.name: f.dataType.simpleString() for f in spans_df.schema.fields}
+    types[column] = types[SPAN_LO]
+    lo, hi = values[column]
+    time_range = None if lo is None else (_typed_literal(lo, types[column]), _typed_literal(hi, types[column]))
+    return KeySpans(frame, keys, column, _range_condition(values, types), time_range)
+
+
+def fixed_changes(gold: GoldTable, changes: DataFrame, in_driver: bool) -> KeySet | KeySpans:
+    """What ``transforms.events.gold_changes`` found a micro-batch may change in ``gold``, fixed: its keys, or for a
+    table of sessions its key spans."""
+    if gold.sessions is None:
+        return key_set(changes, gold.recompute_keys, in_driver)
+    return key_spans(changes, gold.recompute_keys, gold.sessions.start_column, in_driver)
+
+
+def _fixed(rows: DataFrame, ranges: dict[str, tuple[str, str]], in_driver: bool) -> tuple[DataFrame, dict]:
+    """``rows`` fixed, and per named range the minimum of its first column and the maximum of its second, as
+    strings (both None when there are no rows)."""
+    bounds = [bound for i, (lo, hi) in enumerate(ranges.values())
+              for bound in (F.min(lo).cast("string").alias(f"lo_{i}"), F.max(hi).cast("string").alias(f"hi_{i}"))]
+    if in_driver:
+        spark = rows.sparkSession
+        row = rows.agg(F.collect_list(F.struct(*rows.columns)).alias("rows"), *bounds)._jdf.head()
+        frame = DataFrame(spark._jsparkSession.createDataFrame(row.getList(0), rows._jdf.schema()), spark)
+        found = [row.getString(1 + i) for i in range(len(bounds))]
+    else:
+        frame = rows.localCheckpoint(eager=True)
+        first = frame.agg(*bounds).first()
+        found = [first[i] for i in range(len(bounds))]
+    return frame, {name: (found[2 * i], found[2 * i + 1]) for i, name in enumerate(ranges)}
+
+
+def _range_condition(values: dict[str, tuple[str | None, str | None]], types: dict[str, str]) -> str:
+    """Bounds travel as strings cast back to the column's type, so no time zone or float formatting differs between
     Python and Spark."""
     parts = []
-    for i, key in enumerate(keys):
-        lo, hi = values[f"lo_{i}"], values[f"hi_{i}"]
+    for column, (lo, hi) in values.items():
         if lo is None:
             return " AND false"
-        parts.append(f" AND t.`{key}` BETWEEN {_typed_literal(lo, types[key])} AND {_typed_literal(hi, types[key])}")
+        parts.append(f" AND t.`{column}` BETWEEN {_typed_literal(lo, types[column])} AND "
+                     f"{_typed_literal(hi, types[column])}")
     return "".join(parts)
 
 

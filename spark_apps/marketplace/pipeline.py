@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.generator import config_for, generate
-from spark_apps.pipeline.declaration import GoldTable, Pipeline
+from spark_apps.pipeline.declaration import GoldTable, Pipeline, Sessions
 from spark_apps.pipeline.synthetic import GeneratedRecord, GeneratorRequest
 
 # Length of the event-time tumbling windows of gold.merchant_revenue, in seconds.
@@ -174,6 +174,7 @@ CUSTOMER_SESSIONS = GoldTable(
     key_rows=customer_key_rows,
     compute=customer_sessions,
     description=f"One row per customer session: events no more than {SESSION_GAP_S} s apart in event time.",
+    sessions=Sessions(gap_s=SESSION_GAP_S),
 )
 
 

@@ -5,7 +5,9 @@ A pipeline names its source topic, its event schema and its gold tables. Each go
 - ``recompute_keys``: rows that share these are recomputed together (``merchant_id, window_start``);
 - ``primary_keys``: the identity of one output row (often the same; a superset for session windows);
 - ``key_rows(silver)``: the silver rows that feed the table, with the recompute-key columns added;
-- ``compute(rows)``: a deterministic function from those rows to output rows.
+- ``compute(rows)``: a deterministic function from those rows to output rows;
+- ``sessions`` (optional, :class:`Sessions`): the rows are gap-bounded sessions of each recompute key, so only
+  the sessions within one gap of a touched event are recomputed, not all of the key's.
 
 The engine calls the same two functions on the rows of the keys a micro-batch touches (stream) and
 on all rows (batch recompute), which is what makes the two comparable exactly.
@@ -29,6 +31,27 @@ ENTRY_POINT_GROUP = "kappa.pipelines"
 DataFrameFn = Callable[..., object]
 
 
+# The columns a key's span of sessions comes in (``transforms.sessions``): its first and last time to recompute.
+SPAN_LO, SPAN_HI = "_span_lo", "_span_hi"
+
+
+@dataclass(frozen=True)
+class Sessions:
+    """Declares a gold table's rows to be sessions: per recompute key, maximal runs of ``key_rows`` in which each
+    row's ``time_column`` is at most ``gap_s`` seconds after the one before, one output row per run, identified by
+    the recompute keys and ``start_column`` (the run's first time), with ``end_column`` its last.
+
+    An event can then change only the sessions of its key that come within ``gap_s`` of its time (it joins,
+    grows or bridges them, or, removed, splits one), so a micro-batch recomputes those sessions from the events
+    between their bounds, not every session of the key: a customer's whole history stays untouched.
+    """
+
+    gap_s: int
+    time_column: str = "event_time"
+    start_column: str = "session_start"
+    end_column: str = "session_end"
+
+
 @dataclass(frozen=True)
 class GoldTable:
     """One derived table, recomputed per key from silver."""
@@ -40,11 +63,15 @@ class GoldTable:
     compute: DataFrameFn
     description: str = ""
     change_data_feed: bool = True
+    sessions: Sessions | None = None
 
     def __post_init__(self) -> None:
         if not self.recompute_keys or not set(self.recompute_keys) <= set(self.primary_keys):
             raise PlatformError(f"gold table {self.name!r}: recompute_keys must be a non-empty subset of "
                                 "primary_keys")
+        if self.sessions and set(self.primary_keys) != {*self.recompute_keys, self.sessions.start_column}:
+            raise PlatformError(f"gold table {self.name!r}: a table of sessions is keyed by its recompute_keys "
+                                f"and its sessions' start_column ({self.sessions.start_column!r}), nothing else")
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from spark_apps.io.delta_writes import (
     with_retries,
 )
 from spark_apps.io.fencing import CheckpointFence
-from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
+from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, fixed_changes, key_set
 from spark_apps.io.parallel_writes import write_in_parallel
 from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
@@ -61,7 +61,7 @@ from spark_apps.transforms.events import (
     duplicates_query,
     earlier_in_log,
     future_flag,
-    gold_keys_touched,
+    gold_changes,
     high_water_marks,
     late_events_query,
     touched_keys,
@@ -329,8 +329,7 @@ class StreamJob:
 
         def upsert(gold):
             def write(session) -> None:
-                affected = key_set(gold_keys_touched(gold, touched, self.settings), gold.recompute_keys, in_driver)
-                self._upsert_gold(session, gold, on_time, affected, app_id, batch_id)
+                self._upsert_gold(session, gold, on_time, touched, in_driver, app_id, batch_id)
             return write
 
         # No gold table reads another: they are written at once (each MERGE in a session of its own).
@@ -363,13 +362,19 @@ class StreamJob:
             log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
                         str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
-    def _upsert_gold(self, spark, gold, on_time, affected, app_id: str, batch_id: int) -> None:
-        """``upsert_gold_keys`` into the gold table, retried (bounded, logged) when a concurrent commit such as the
-        OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the table, and the (app id, batch
-        id) pair keeps it idempotent."""
+    def _upsert_gold(self, spark, gold, on_time, touched, in_driver: bool, app_id: str, batch_id: int) -> None:
+        """``upsert_gold_keys`` into the gold table for what ``touched`` may change, retried (bounded, logged) when a
+        concurrent commit such as the OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the
+        table (a table of sessions finds its spans in it again), and the (app id, batch id) pair keeps it
+        idempotent."""
         table = self.tables.gold(gold.name)
-        with_retries(lambda: upsert_gold_keys(spark, self.path(table), gold, on_time, affected, self.settings,
-                                              app_id, batch_id), f"MERGE into {table} (stream)")
+        path = self.path(table)
+
+        def attempt() -> None:
+            changes = gold_changes(gold, touched, lambda: spark.read.format("delta").load(path), self.settings)
+            affected = fixed_changes(gold, changes, in_driver)
+            upsert_gold_keys(spark, path, gold, on_time, affected, self.settings, app_id, batch_id)
+        with_retries(attempt, f"MERGE into {table} (stream)")
 
     def _record_commit(self, spark, meta: dict, start: dict[int, int], records: int, dead: int,
                        duration: float) -> None:

@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_apps.pipeline.lateness import LatenessRule
+from spark_apps.transforms.sessions import session_spans
 
 if TYPE_CHECKING:
     from spark_apps.core.settings import Settings
@@ -135,10 +136,20 @@ def touched_keys(rows: DataFrame, keys: tuple[str, ...]) -> DataFrame:
 
 
 def gold_keys_touched(gold: GoldTable, touched: DataFrame, settings: Settings) -> DataFrame:
-    """The keys of ``gold`` whose rows some silver events may change: those the ``touched`` events belong to. The
-    stream (a batch's records and the winners they displaced) and the incremental audit (the new records and the
-    earlier winners of their ids) both recompute exactly these, so gold is the same function of the log on both."""
+    """The keys of ``gold`` whose rows some silver events may change: those the ``touched`` events belong to."""
     return touched_keys(gold.key_rows(touched, settings), gold.recompute_keys)
+
+
+def gold_changes(gold: GoldTable, touched: DataFrame, current: Callable[[], DataFrame],
+                 settings: Settings) -> DataFrame:
+    """What of ``gold`` the ``touched`` silver events (added, or displaced as winners) may change: the keys they
+    belong to, or for a table of sessions each such key's span (``transforms.sessions``), found against the
+    table's rows as ``current`` reads them. The stream (a batch's records and the winners they displaced) and the
+    incremental audit (the new records and the earlier winners of their ids) both recompute exactly these, so gold
+    is the same function of the log on both."""
+    if gold.sessions is None:
+        return gold_keys_touched(gold, touched, settings)
+    return session_spans(gold.key_rows(touched, settings), current(), gold.recompute_keys, gold.sessions)
 
 
 def rows_of_keys(rows: DataFrame, keys_df: DataFrame, keys: tuple[str, ...]) -> DataFrame:

@@ -1,16 +1,28 @@
 """The stream's MERGE of recomputed rows, with its keys fixed in the driver (small batch) or checkpointed (large)."""
 
 import datetime as dt
+import random
 import uuid
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, merge_source, upsert_recomputed
-from spark_apps.io.key_sets import key_set
+from spark_apps.core.settings import Settings
+from spark_apps.io.delta_writes import (
+    MERGE_TARGET_PROPERTIES,
+    merge_source,
+    upsert_gold_keys,
+    upsert_recomputed,
+)
+from spark_apps.io.key_sets import fixed_changes, key_set, key_spans
+from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, SESSION_GAP_S
+from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO
+from spark_apps.transforms.events import gold_changes
 
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
 SCHEMA = "customer string, session_start timestamp, events long"
+EVENTS = ("event_id string, event_type string, event_time timestamp, order_id string, customer_id string, "
+          "merchant_id string, amount_cents long, currency string")
 
 
 @pytest.fixture
@@ -89,3 +101,48 @@ def test_the_merge_source_computes_the_recomputed_rows_once(spark, tmp_path):
     assertDataFrameEqual(source.select("customer", "session_start", "events", "_delete"), spark.createDataFrame(
         [("a", T0, 5, False), ("b", T0, None, True), ("d", T0, 6, False)],
         "customer string, session_start timestamp, events long, _delete boolean"))
+
+
+def test_recomputing_only_the_sessions_near_changed_events_gives_what_recomputing_every_session_gives(spark,
+                                                                                                        tmp_path):
+    """Random events added and removed over several rounds: sessions merge, grow, split and vanish. After each
+    round the table, updated by session spans alone, equals the sessions of all the events computed whole."""
+    rng = random.Random(20261129)
+    settings = Settings()
+    gold = CUSTOMER_SESSIONS
+    path = str(tmp_path / "sessions")
+
+    def event(n: int) -> tuple:
+        return (f"e{n}", rng.choice(["order_placed", "payment_captured", "order_refunded"]),
+                T0 + dt.timedelta(seconds=rng.randrange(0, 6 * SESSION_GAP_S)), f"o{n}", rng.choice(["c1", "c2", "c3"]),
+                "m1", 100, "EUR")
+
+    def frame(rows):
+        return spark.createDataFrame(rows, EVENTS)
+
+    def whole(rows):
+        return gold.compute(gold.key_rows(frame(rows), settings), settings)
+
+    events = [event(n) for n in range(12)]
+    whole(events).write.format("delta").options(**MERGE_TARGET_PROPERTIES).save(path)
+    for round_ in range(5):
+        removed = rng.sample(events, 2)
+        added = [event(100 * (round_ + 1) + n) for n in range(4)]
+        events = [e for e in events if e not in removed] + added
+        changes = gold_changes(gold, frame(added + removed), lambda: spark.read.format("delta").load(path), settings)
+        affected = fixed_changes(gold, changes, in_driver=round_ % 2 == 0)
+        upsert_gold_keys(spark, path, gold, frame(events), affected, settings, "app", round_)
+        assertDataFrameEqual(spark.read.format("delta").load(path), whole(events))
+
+
+def test_a_session_span_set_bounds_the_merge_to_its_keys_and_times(spark):
+    spans = spark.createDataFrame([("c1", T0, T0 + dt.timedelta(minutes=5)), ("c2", T0, T0)],
+                                  f"customer_id string, {SPAN_LO} timestamp, {SPAN_HI} timestamp")
+    in_driver = key_spans(spans, ("customer_id",), "session_start", True)
+    checkpointed = key_spans(spans, ("customer_id",), "session_start", False)
+    assert in_driver.prune == checkpointed.prune == (
+        " AND t.`customer_id` BETWEEN CAST('c1' AS string) AND CAST('c2' AS string)"
+        " AND t.`session_start` BETWEEN CAST('2026-11-25 10:00:00' AS timestamp)"
+        " AND CAST('2026-11-25 10:05:00' AS timestamp)")
+    empty = key_spans(spans.where("false"), ("customer_id",), "session_start", True)
+    assert empty.prune == " AND false" and empty.rows_of(spans).count() == 0
