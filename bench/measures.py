@@ -21,7 +21,7 @@ def produce_events(settings: Settings, pipeline: Pipeline, events: int, seed: in
     included."""
     request = GeneratorRequest(seed=seed, events=events, base_time_ms=int(time.time() * 1000),
                                events_per_second=rate or 1000.0, allowed_lateness_s=settings.allowed_lateness_s)
-    result = produce(settings, pipeline, request, rate=rate)
+    result = produce(settings, pipeline, request, rate=rate, with_manifest=False)
     return {"records": result.sent, "seconds": round(result.elapsed_s, 2), "records_per_s": round(result.rate, 1),
             "target_rate": rate}
 

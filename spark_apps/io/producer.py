@@ -187,10 +187,11 @@ class Acks:
 
 
 def send(settings: Settings, topic: str, records: Iterable[R], total: int | None, rate: float | None = None,
-         show_progress: bool = True) -> tuple[list[R], float, bool]:
-    """Send ``records`` in order; flush on Ctrl-C. Returns what was sent, the seconds it took and whether it was
-    interrupted; raises if Kafka did not acknowledge a record, or if a record was too large to send (after
-    sending every other one, so one oversized record costs the run nothing else)."""
+         show_progress: bool = True, keep: bool = True) -> tuple[list[R], int, float, bool]:
+    """Send ``records`` in order; flush on Ctrl-C. Returns what was sent (only with ``keep``: holding every record
+    of a run of millions takes gigabytes), how many, the seconds it took and whether it was interrupted; raises if
+    Kafka did not acknowledge a record, or if a record was too large to send (after sending every other one, so one
+    oversized record costs the run nothing else)."""
     from kafka.errors import MessageSizeTooLargeError
 
     from spark_apps.io.record_appender import RecordAppender
@@ -200,6 +201,7 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
     producer = make_producer(settings, PACED_LINGER_MS if rate else THROUGHPUT_LINGER_MS, max_record_bytes=limit)
     acks = Acks()
     sent: list[R] = []
+    count = 0
     too_large: list[int] = []
     progress = Progress(f"producing to {topic}", total) if show_progress else None
     interrupted = False
@@ -215,7 +217,9 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
                 except MessageSizeTooLargeError:
                     too_large.append(number)
                     continue
-                sent.append(record)
+                count += 1
+                if keep:
+                    sent.append(record)
                 if progress:
                     progress.advance()
     except KeyboardInterrupt:
@@ -229,36 +233,40 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
     acks.settle()
     if acks.failures or acks.pending:
         problem = acks.failures[0] if acks.failures else "no answer after the final flush"
-        raise PlatformError(f"{len(acks.failures) + len(acks.pending)} of {len(sent)} records were not "
+        raise PlatformError(f"{len(acks.failures) + len(acks.pending)} of {count} records were not "
                             f"acknowledged by Kafka: {problem!r}")
     if too_large:
         shown = ", ".join(map(str, too_large[:5])) + (", ..." if len(too_large) > 5 else "")
-        raise PlatformError(f"{len(too_large)} of {len(sent) + len(too_large)} records were not sent: larger than "
+        raise PlatformError(f"{len(too_large)} of {count + len(too_large)} records were not sent: larger than "
                             f"topic {topic}'s max.message.bytes ({limit:,} bytes); record number {shown}. The other "
-                            f"{len(sent):,} were sent and acknowledged. Split those events, or raise the topic's "
+                            f"{count:,} were sent and acknowledged. Split those events, or raise the topic's "
                             "max.message.bytes (`kappa kafka configs --alter`)")
-    return sent, elapsed, interrupted
+    return sent, count, elapsed, interrupted
 
 
 def produce(settings: Settings, pipeline: Pipeline, request: GeneratorRequest, topic: str | None = None,
             rate: float | None = None, manifest_path: Path | None = None,
-            show_progress: bool = True) -> ProduceResult:
-    """Send the ``request.events`` records of the pipeline's generator; write the manifest of what was sent."""
+            show_progress: bool = True, with_manifest: bool = True) -> ProduceResult:
+    """Send the ``request.events`` records of the pipeline's generator; write the manifest of what was sent.
+
+    Without ``with_manifest`` nothing sent is kept and the result has no manifest: a manifest holds every event,
+    which a run of millions (the bench's) cannot afford."""
     generate = pipeline.require_generator("producing synthetic events (give --file to send events from a file)")
     topic = topic or pipeline.source_topic(settings)
-    sent, elapsed, interrupted = send(settings, topic, generate(request), request.events, rate, show_progress)
-    manifest = Manifest.from_records(asdict(request), sent)
-    if manifest_path:
+    sent, count, elapsed, interrupted = send(settings, topic, generate(request), request.events, rate, show_progress,
+                                             keep=with_manifest)
+    manifest = Manifest.from_records(asdict(request), sent) if with_manifest else None
+    if manifest and manifest_path:
         manifest_path.parent.mkdir(parents=True, exist_ok=True)
         manifest.to_json(manifest_path)
-    return ProduceResult(sent=len(sent), failed=0, elapsed_s=elapsed, interrupted=interrupted, manifest=manifest)
+    return ProduceResult(sent=count, failed=0, elapsed_s=elapsed, interrupted=interrupted, manifest=manifest)
 
 
 def produce_file(settings: Settings, topic: str, records: Sequence[FileRecord], source: str,
                  rate: float | None = None, show_progress: bool = True) -> ProduceResult:
     """Send the events of a file, read whole first by :func:`read_events` (so a bad line sends nothing)."""
-    sent, elapsed, interrupted = send(settings, topic, records, len(records), rate, show_progress)
-    return ProduceResult(sent=len(sent), failed=0, elapsed_s=elapsed, interrupted=interrupted, source=source)
+    _, count, elapsed, interrupted = send(settings, topic, records, len(records), rate, show_progress, keep=False)
+    return ProduceResult(sent=count, failed=0, elapsed_s=elapsed, interrupted=interrupted, source=source)
 
 
 # ---- files of events ------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from spark_apps.core.waiting import wait_for
 from spark_apps.io.log_identity import LogRewound, log_problem, record_source
-from spark_apps.io.producer import produce
+from spark_apps.io.producer import produce, send
 from spark_apps.io.topics import admin_client, describe_log, ensure_topic, partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
@@ -64,6 +64,18 @@ def test_manifest_agrees_with_the_records_read_back_from_the_broker(kafka_broker
     assert {k for k, n in manifest.counts_by_kind.items() if n} == {"valid", "late", "duplicate", "conflict",
                                                                     "malformed"}
     assert len(set(r.key for r in log if r.value in {generated[s].value for s in manifest.duplicates})) > 0
+
+
+def test_a_run_without_a_manifest_sends_every_record_and_keeps_none_of_them(kafka_broker, topic, settings):
+    """The bench sends millions of events: a run that kept them for a manifest ran out of memory at 10M."""
+    request = GeneratorRequest(seed=12, events=3000, base_time_ms=int(time.time()) * 1000,
+                               allowed_lateness_s=settings.allowed_lateness_s)
+    result = produce(settings.with_overrides(events_topic=topic), PIPELINE, request, topic=topic,
+                     show_progress=False, with_manifest=False)
+    assert (result.sent, result.manifest) == (3000, None)
+    assert log_size(settings, topic) == 3000
+    kept, count, _, _ = send(settings, topic, PIPELINE.generator(request), 3000, show_progress=False, keep=False)
+    assert (kept, count) == ([], 3000)
 
 
 def test_a_killed_producer_rerun_with_the_same_seed_only_repeats_its_prefix(kafka_broker, topic, settings):
