@@ -1,14 +1,15 @@
 """The Kappa layer: one Structured Streaming query that keeps every stream table of a pipeline.
 
-Per micro-batch (``foreachBatch``), in this order, each write idempotent for (app id, batch id):
+Per micro-batch (``foreachBatch``), each write idempotent for (app id, batch id). The first four read only the
+batch's parsed rows, so they run at once; gold follows silver:
 
 1. ``bronze.events_raw``: every record with its log coordinates and append time (append);
 2. ``audit.dead_letters``: records that failed parsing or validation, with the reason (append, when any);
 3. ``silver.event_candidates``: every valid record (append) - so bronze = candidates + dead letters;
 4. ``silver.events``: the batch's first record of each event id, MERGEd so that the record earliest in the log
    (lowest partition, offset) wins - the minimum of all candidates, without reading them back;
-5. each gold table: for the keys the batch touches, recomputed completely from silver (MERGE);
-6. ``audit.stream_commits``: the batch id and the log prefix the tables now reflect.
+5. each gold table, once silver is written: for what the batch touches, recomputed from silver (MERGE);
+6. ``audit.stream_commits``, once all of them are written: the batch id and the log prefix the tables now reflect.
 
 ``silver.late_events`` and ``silver.duplicates`` are views of the candidates and events, so the commits of steps 3
 and 4 update them too.
@@ -233,19 +234,18 @@ class StreamJob:
                 # Read Kafka and parse once; every write below reuses these rows.
                 parsed = parse_records(batch_df, self.pipeline.schema).localCheckpoint(eager=True)
                 n_valid, n_dead, n_future = self._tally(parsed)
-            with timed(timings, "bronze"):
-                idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
-            self.faults.reached("after_bronze", batch_id)
-            if n_dead:
-                with timed(timings, "dead_letters"):
-                    idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
-            self.faults.reached("after_dead_letters", batch_id)
-            with timed(timings, "candidates"):
-                candidates = self._append_candidates(spark, parsed, start, app_id, batch_id)
-            self.faults.reached("after_candidates", batch_id)
-            if n_valid:
-                self._silver_and_gold(spark, candidates, app_id, batch_id, records <= KEYS_IN_DRIVER_MAX_RECORDS,
-                                      timings)
+            candidates = self._candidate_rows(spark, parsed, start)
+            # The four tables below read only this batch's rows, not each other: written at once, each in a session
+            # of its own, so one's commit overlaps another's planning. Gold follows silver in silver's own thread.
+            with timed(timings, "tables"):
+                write_in_parallel(spark, {
+                    "bronze": lambda _: self._append_bronze(parsed, app_id, batch_id),
+                    "dead_letters": lambda _: self._append_dead_letters(parsed, n_dead, app_id, batch_id),
+                    "candidates": lambda _: self._append_candidates(parsed, candidates, app_id, batch_id),
+                    "silver_and_gold": lambda session: self._silver_and_gold(
+                        session, candidates, n_valid, app_id, batch_id, records <= KEYS_IN_DRIVER_MAX_RECORDS,
+                        timings),
+                }, timings)
             self.faults.reached("after_gold", batch_id)
             with timed(timings, "commit_record"):
                 self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
@@ -259,9 +259,17 @@ class StreamJob:
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
 
-    def _append_candidates(self, spark, parsed, start: dict[int, int], app_id: str, batch_id: int):
-        """Append the batch's valid records and return them; under the high-water-mark rule each carries its
-        partition's mark.
+    def _append_bronze(self, parsed, app_id: str, batch_id: int) -> None:
+        idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
+        self.faults.reached("after_bronze", batch_id)
+
+    def _append_dead_letters(self, parsed, n_dead: int, app_id: str, batch_id: int) -> None:
+        if n_dead:
+            idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
+        self.faults.reached("after_dead_letters", batch_id)
+
+    def _candidate_rows(self, spark, parsed, start: dict[int, int]):
+        """The batch's valid records; under the high-water-mark rule each carries its partition's mark.
 
         The marks a batch starts from are those of the candidates before its start offsets, read from the table at
         the first batch of a run and carried in memory after it. A batch replayed after a crash therefore gets the
@@ -272,11 +280,16 @@ class StreamJob:
             if self.high_water is None:
                 self.high_water = self._marks(self._candidates_before(spark, start))
             rows = with_high_water(rows, schema.time_field, self.lateness, self.high_water)
-        idempotent_append(rows, self.path(self.tables.candidates), app_id, batch_id)
-        if self.lateness.uses_high_water_mark:
-            for partition, mark in self._marks(candidate_rows(parsed, schema)).items():
-                self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
         return rows
+
+    def _append_candidates(self, parsed, candidates, app_id: str, batch_id: int) -> None:
+        """Append the candidate rows, then carry their marks forward (``candidates`` already holds the marks
+        they started from, so the batch's other writes never see the new ones)."""
+        idempotent_append(candidates, self.path(self.tables.candidates), app_id, batch_id)
+        if self.lateness.uses_high_water_mark:
+            for partition, mark in self._marks(candidate_rows(parsed, self.pipeline.schema)).items():
+                self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
+        self.faults.reached("after_candidates", batch_id)
 
     def _candidates_before(self, spark, start: dict[int, int]):
         """The candidates table's records before ``start`` (per partition; a partition not in it starts at 0)."""
@@ -302,7 +315,7 @@ class StreamJob:
                          F.count(F.when(future, True)).alias("future")).first()
         return row["valid"], row["dead"], row["future"]
 
-    def _silver_and_gold(self, spark, candidates, app_id: str, batch_id: int, in_driver: bool,
+    def _silver_and_gold(self, spark, candidates, n_valid: int, app_id: str, batch_id: int, in_driver: bool,
                          timings: dict[str, float]) -> None:
         """MERGE the batch's first record of each event id into ``silver.events`` (the earliest in the log wins),
         then recompute every gold key the batch may have changed.
@@ -311,6 +324,8 @@ class StreamJob:
         the table gives the minimum over every batch without reading the earlier candidates. Gold keys change
         where a record of the batch belongs (a superset: a duplicate changes nothing, and recomputing its key
         gives the row it had) and where a winner the batch displaced belonged."""
+        if not n_valid:
+            return
         schema = self.pipeline.schema
         key = (schema.id_field,)
         events = self.path(self.tables.events)
