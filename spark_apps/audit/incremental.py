@@ -39,12 +39,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
-from spark_apps.io.delta_writes import (
-    commit_metadata,
-    idempotent_append,
-    upsert_gold_keys,
-    upsert_recomputed,
-)
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
 from spark_apps.io.key_sets import fixed_changes, key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
