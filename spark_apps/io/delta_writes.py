@@ -184,9 +184,12 @@ def upsert_gold_keys(spark, path: str, gold: GoldTable, on_time: DataFrame, affe
                      settings: Settings, app_id: str, batch_id: int) -> None:
     """Recompute a gold table's ``affected`` keys (or key spans) from silver's on-time events, and make its rows
     equal to that."""
-    key_rows = gold.key_rows(on_time, settings)
-    rows = (affected.rows_of(key_rows, gold.sessions.time_column) if isinstance(affected, KeySpans)
-            else affected.rows_of(key_rows))
+    if isinstance(affected, KeySpans):
+        rows = affected.rows_of(gold.key_rows(on_time, settings), gold.sessions.time_column)
+    else:
+        if gold.windows is not None:
+            on_time = affected.within_windows(on_time, gold.windows)
+        rows = affected.rows_of(gold.key_rows(on_time, settings))
     upsert_recomputed(spark, path, gold.primary_keys, affected, gold.compute(rows, settings), app_id, batch_id)
 
 

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.generator import config_for, generate
-from spark_apps.pipeline.declaration import GoldTable, Pipeline, Sessions
+from spark_apps.pipeline.declaration import GoldTable, Pipeline, Sessions, Windows
 from spark_apps.pipeline.synthetic import GeneratedRecord, GeneratorRequest
 
 # Length of the event-time tumbling windows of gold.merchant_revenue, in seconds.
@@ -52,6 +52,7 @@ MERCHANT_REVENUE = GoldTable(
     key_rows=revenue_key_rows,
     compute=merchant_revenue,
     description="One row per merchant, event-time tumbling window and currency.",
+    windows=Windows(width_s=WINDOW_S),
 )
 
 # ---- gold.order_status ---------------------------------------------------------------------------

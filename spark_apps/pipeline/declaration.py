@@ -7,7 +7,9 @@ A pipeline names its source topic, its event schema and its gold tables. Each go
 - ``key_rows(silver)``: the silver rows that feed the table, with the recompute-key columns added;
 - ``compute(rows)``: a deterministic function from those rows to output rows;
 - ``sessions`` (optional, :class:`Sessions`): the rows are gap-bounded sessions of each recompute key, so only
-  the sessions within one gap of a touched event are recomputed, not all of the key's.
+  the sessions within one gap of a touched event are recomputed, not all of the key's;
+- ``windows`` (optional, :class:`Windows`): a recompute key is a tumbling event-time window, so the rows of the
+  touched windows are read from the files whose times reach them, not from all of silver.
 
 The engine calls the same two functions on the rows of the keys a micro-batch touches (stream) and
 on all rows (batch recompute), which is what makes the two comparable exactly.
@@ -53,6 +55,19 @@ class Sessions:
 
 
 @dataclass(frozen=True)
+class Windows:
+    """Declares the recompute key ``start_column`` to be a tumbling window of ``key_rows``: each row's
+    ``time_column`` floored to a multiple of ``width_s`` seconds since the epoch. The rows of a set of windows then
+    all have times between the first window's start and the last one's end, so a micro-batch reads silver with that
+    bound and Delta skips every file whose times lie outside it (files are written in log order, so nearly all).
+    A wrong declaration drops rows from the recompute, which the audit reports as a mismatch."""
+
+    width_s: int
+    time_column: str = "event_time"
+    start_column: str = "window_start"
+
+
+@dataclass(frozen=True)
 class GoldTable:
     """One derived table, recomputed per key from silver."""
 
@@ -64,6 +79,7 @@ class GoldTable:
     description: str = ""
     change_data_feed: bool = True
     sessions: Sessions | None = None
+    windows: Windows | None = None
 
     def __post_init__(self) -> None:
         if not self.recompute_keys or not set(self.recompute_keys) <= set(self.primary_keys):
@@ -72,6 +88,10 @@ class GoldTable:
         if self.sessions and set(self.primary_keys) != {*self.recompute_keys, self.sessions.start_column}:
             raise PlatformError(f"gold table {self.name!r}: a table of sessions is keyed by its recompute_keys "
                                 f"and its sessions' start_column ({self.sessions.start_column!r}), nothing else")
+        if self.windows and (self.sessions or self.windows.start_column not in self.recompute_keys
+                             or self.windows.width_s <= 0):
+            raise PlatformError(f"gold table {self.name!r}: windows need a positive width_s and their start_column "
+                                f"({self.windows.start_column!r}) among the recompute_keys, and exclude sessions")
 
 
 @dataclass(frozen=True)

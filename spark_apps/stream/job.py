@@ -322,8 +322,10 @@ class StreamJob:
 
         The winner of an id is the minimum of its records' log positions, so merging each batch's minimum into
         the table gives the minimum over every batch without reading the earlier candidates. Gold keys change
-        where a record of the batch belongs (a superset: a duplicate changes nothing, and recomputing its key
-        gives the row it had) and where a winner the batch displaced belonged."""
+        where an on-time winner of the batch belongs (a superset: one that lost to the table's winner changes
+        nothing, and recomputing its key gives the row it had) and where a winner the batch displaced belonged."""
+        from pyspark.sql import functions as F
+
         if not n_valid:
             return
         schema = self.pipeline.schema
@@ -335,10 +337,13 @@ class StreamJob:
             replaced = with_retries(
                 lambda: merge_earliest(spark, events, ids, first, earlier_in_log("s", "t"), app_id, batch_id),
                 f"MERGE into {self.tables.events} (stream)")
-            touched = candidates
+            # Only a batch winner that is on time can add to gold, and only a displaced winner can leave it: a
+            # late event, or a record that lost its id, changes no gold row. Leaving them out keeps the key ranges
+            # (and the files a gold read skips by them) to what the batch brought.
+            touched = first.where(~F.col("is_late"))
             displaced = None if replaced == 0 else self._displaced_winners(spark, first, app_id, batch_id)
             if displaced is not None:
-                touched = touched.unionByName(displaced.select(*candidates.columns))
+                touched = touched.unionByName(displaced.select(*touched.columns))
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(events).where("NOT is_late")
 

@@ -3,6 +3,8 @@
 import datetime as dt
 import random
 import uuid
+from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 from pyspark.testing import assertDataFrameEqual
@@ -15,7 +17,7 @@ from spark_apps.io.delta_writes import (
     upsert_recomputed,
 )
 from spark_apps.io.key_sets import fixed_changes, key_set, key_spans
-from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, SESSION_GAP_S
+from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, MERCHANT_REVENUE, ORDER_STATUS, SESSION_GAP_S
 from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO
 from spark_apps.transforms.events import gold_changes
 
@@ -146,3 +148,53 @@ def test_a_session_span_set_bounds_the_merge_to_its_keys_and_times(spark):
         " AND CAST('2026-11-25 10:05:00' AS timestamp)")
     empty = key_spans(spans.where("false"), ("customer_id",), "session_start", True)
     assert empty.prune == " AND false" and empty.rows_of(spans).count() == 0
+
+
+def _gold_after_a_batch_without_the_oldest_silver_file(spark, tmp_path, gold, old, kept, batch):
+    """Silver written as one file per group (``old``, then ``kept``, then the ``batch``), the gold table computed whole
+    before the batch; then the file of ``old`` is deleted from disk and the batch upserted. Any read of that file
+    fails, so the upsert succeeds only if it skips it. Returns the gold table and what computing it whole gives."""
+    settings = Settings()
+    silver, target = str(tmp_path / "silver"), str(tmp_path / gold.name)
+
+    def whole(rows):
+        return gold.compute(gold.key_rows(spark.createDataFrame(rows, EVENTS), settings), settings)
+
+    for rows in (old, kept, batch):
+        spark.createDataFrame(rows, EVENTS).coalesce(1).write.format("delta").mode("append").save(silver)
+    whole(old + kept).write.format("delta").options(**MERGE_TARGET_PROPERTIES).save(target)
+    old_file = (spark.read.format("delta").load(silver).where(f"event_id = '{old[0][0]}'")
+                .select("_metadata.file_path").first()[0])
+    Path(urlparse(old_file).path).unlink()
+    batch_frame = spark.createDataFrame(batch, EVENTS)
+    changes = gold_changes(gold, batch_frame, lambda: spark.read.format("delta").load(target), settings)
+    affected = fixed_changes(gold, changes, in_driver=True)
+    upsert_gold_keys(spark, target, gold, spark.read.format("delta").load(silver), affected, settings, "app", 0)
+    return spark.read.format("delta").load(target), whole(old + kept + batch)
+
+
+def _event(n: int, at: dt.datetime, order: str, event_type: str = "order_placed", merchant: str = "m1") -> tuple:
+    return (f"e{n}", event_type, at, order, f"c{n % 3}", merchant, 100 * n, "EUR")
+
+
+def test_a_gold_read_of_touched_windows_never_opens_the_silver_files_outside_them(spark, tmp_path):
+    hour = dt.timedelta(hours=1)
+    old = [_event(n, T0 + dt.timedelta(seconds=n), f"o{n}") for n in range(5)]
+    kept = [_event(n, T0 + hour + dt.timedelta(seconds=n), f"o{n}") for n in range(5, 10)]
+    batch = [_event(10, T0 + hour + dt.timedelta(seconds=30), "o10"),
+             _event(11, T0 + hour + dt.timedelta(seconds=30), "o11", merchant="m2")]
+    gold, expected = _gold_after_a_batch_without_the_oldest_silver_file(spark, tmp_path, MERCHANT_REVENUE, old,
+                                                                        kept, batch)
+    assertDataFrameEqual(gold.where(f"window_start >= '{T0 + hour}'"), expected.where(f"window_start >= '{T0 + hour}'"))
+    assert gold.where(f"window_start < '{T0 + hour}'").count() == 1, "the old window's row is left as it was"
+
+
+def test_a_gold_read_of_touched_keys_never_opens_the_silver_files_outside_their_range(spark, tmp_path):
+    """Order ids grow with the log, so each silver file holds a narrow range of them."""
+    old = [_event(n, T0 + dt.timedelta(seconds=n), f"o{n:03d}") for n in range(5)]
+    kept = [_event(n, T0 + dt.timedelta(seconds=n), f"o{n:03d}") for n in range(100, 105)]
+    batch = [_event(200, T0, "o101", "payment_captured"), _event(201, T0, "o104", "order_refunded")]
+    gold, expected = _gold_after_a_batch_without_the_oldest_silver_file(spark, tmp_path, ORDER_STATUS, old, kept,
+                                                                        batch)
+    assertDataFrameEqual(gold.where("order_id >= 'o100'"), expected.where("order_id >= 'o100'"))
+    assert gold.where("status = 'paid'").count() == 1 and gold.where("status = 'refunded'").count() == 1

@@ -5,7 +5,7 @@ import pytest
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import PROJECT_ROOT
-from spark_apps.pipeline.declaration import Pipeline, load_pipeline
+from spark_apps.pipeline.declaration import GoldTable, Pipeline, Sessions, Windows, load_pipeline
 
 
 @pytest.fixture
@@ -34,3 +34,17 @@ def test_a_pipeline_that_cannot_be_imported_says_where_it_was_looked_for(outside
 def test_an_unknown_pipeline_name_lists_the_registered_ones():
     with pytest.raises(PlatformError, match="no pipeline named 'nope'; registered: .*marketplace"):
         load_pipeline("nope")
+
+
+@pytest.mark.parametrize("declared", [
+    {"windows": Windows(width_s=60, start_column="minute")},
+    {"windows": Windows(width_s=0)},
+    {"windows": Windows(width_s=60), "sessions": Sessions(gap_s=60)},
+], ids=["start-column-not-a-recompute-key", "no-width", "windows-and-sessions"])
+def test_a_gold_table_with_windows_it_cannot_bound_is_refused_at_declaration(declared):
+    keys = ("merchant_id", "window_start")
+    with pytest.raises(PlatformError, match="windows need"):
+        GoldTable(name="revenue", recompute_keys=keys,
+                  primary_keys=(*keys, "session_start") if "sessions" in declared else keys,
+                  key_rows=lambda rows, settings: rows,
+                  compute=lambda rows, settings: rows, **declared)
