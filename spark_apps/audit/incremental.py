@@ -94,7 +94,7 @@ class Scope:
     columns: tuple[str, ...]
     keys: object  # a DataFrame of distinct key rows
     empty: bool = False
-    bounds: str = ""  # SQL the keys satisfy, that Delta's file statistics can skip by (log coordinates only)
+    bounds: str = ""  # SQL the keys satisfy, that Delta's file statistics can skip by
 
 
 @dataclass(frozen=True)
@@ -241,11 +241,10 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         candidates = with_high_water(candidate_rows(parsed, schema), schema.time_field, rule, marks) \
             .localCheckpoint(eager=True)
         ids = key_set(touched_keys(candidates, key), key, in_driver=False)
-        earlier_winners = rows_of_keys(verified(labels.events), ids.frame, key).select(*candidates.columns) \
-            .localCheckpoint(eager=True)
+        earlier_winners = ids.rows_of(verified(labels.events)).select(*candidates.columns).localCheckpoint(eager=True)
         events = winners(earlier_winners.unionByName(candidates), schema.id_field, schema.time_field, rule) \
             .localCheckpoint(eager=True)
-        records_of_ids = rows_of_keys(verified(labels.candidates), ids.frame, key).unionByName(candidates)
+        records_of_ids = ids.rows_of(verified(labels.candidates)).unionByName(candidates)
     tag = {"kind": "batch_snapshot", "audit": ledger.INCREMENTAL, "builds_on": base.run_id, "run_id": run_id,
            "pipeline": pipeline.name, "topic": position.topic,
            "end_offsets": {str(p): o for p, o in sorted(position.end_offsets.items())},
@@ -333,17 +332,19 @@ def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generati
 
 
 def _widened(scope: Scope, more: list) -> Scope:
-    """``scope`` with the key rows of ``more`` added, fixed as a checkpoint. Keys that are log coordinates also get
-    their offset range per partition as ``bounds``: the tables keyed by them are appended in log order, so a read
-    restricted to new records skips every older file."""
+    """``scope`` with the key rows of ``more`` added, fixed as a checkpoint, with ``bounds``: the tables are appended
+    in log order, so a read restricted to keys that grow with the log skips every older file. Log coordinates get
+    their offset range per partition, other keys each column's range (``io.key_sets``)."""
     from pyspark.sql import functions as F
 
     keys = scope.keys.select(*scope.columns)
     for frame in more:
         keys = keys.unionByName(frame)
-    keys = keys.dropna().distinct().localCheckpoint(eager=True)
+    keys = keys.dropna().distinct()
     if scope.columns != COORDINATES:
-        return Scope(scope.columns, keys, empty=keys.isEmpty())
+        fixed = key_set(keys, scope.columns, in_driver=False)
+        return Scope(scope.columns, fixed.frame, empty=not fixed.ranges, bounds=fixed.bounds if fixed.ranges else "")
+    keys = keys.localCheckpoint(eager=True)
     ranges = keys.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect()
     bounds = " OR ".join(f"(`partition` = {int(r['partition'])} AND `offset` BETWEEN {int(r['lo'])} AND {int(r['hi'])})"
                          for r in sorted(ranges, key=lambda r: r["partition"]))

@@ -40,11 +40,14 @@ class KeySet:
     def prune(self) -> str:
         return " AND " + _within_ranges(self.ranges, self.keys, "t.")
 
+    @property
+    def bounds(self) -> str:
+        """SQL every row of the set's keys satisfies: each key column within its range (``false`` for no keys)."""
+        return _within_ranges(self.ranges, self.keys)
+
     def rows_of(self, rows: DataFrame) -> DataFrame:
-        """Only the rows whose key is in the set; each key's range is a filter first, which a read can skip files
-        by."""
-        bounded = rows.where(F.expr(_within_ranges(self.ranges, self.keys)))
-        return bounded.join(F.broadcast(self.frame), list(self.keys), "left_semi")
+        """Only the rows whose key is in the set; the bounds are a filter first, which a read skips files by."""
+        return rows.where(F.expr(self.bounds)).join(F.broadcast(self.frame), list(self.keys), "left_semi")
 
     def within_windows(self, rows: DataFrame, windows: Windows) -> DataFrame:
         """Only the rows whose ``windows.time_column`` lies in one of the set's windows or between two of them (the
