@@ -343,7 +343,7 @@ def _widened(scope: Scope, more: list) -> Scope:
     keys = keys.dropna().distinct()
     if scope.columns != COORDINATES:
         fixed = key_set(keys, scope.columns, in_driver=False)
-        return Scope(scope.columns, fixed.frame, empty=not fixed.ranges, bounds=fixed.bounds if fixed.ranges else "")
+        return Scope(scope.columns, fixed.frame, empty=not fixed.ranges, bounds=fixed.bounds)
     keys = keys.localCheckpoint(eager=True)
     ranges = keys.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect()
     bounds = " OR ".join(f"(`partition` = {int(r['partition'])} AND `offset` BETWEEN {int(r['lo'])} AND {int(r['hi'])})"

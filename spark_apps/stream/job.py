@@ -65,6 +65,7 @@ from spark_apps.transforms.events import (
     gold_changes,
     high_water_marks,
     late_events_query,
+    lateness_flag,
     touched_keys,
     winners,
     with_high_water,
@@ -322,10 +323,8 @@ class StreamJob:
 
         The winner of an id is the minimum of its records' log positions, so merging each batch's minimum into
         the table gives the minimum over every batch without reading the earlier candidates. Gold keys change
-        where an on-time winner of the batch belongs (a superset: one that lost to the table's winner changes
-        nothing, and recomputing its key gives the row it had) and where a winner the batch displaced belonged."""
-        from pyspark.sql import functions as F
-
+        where an on-time record of the batch belongs (a superset: one that lost its id changes nothing, and
+        recomputing its key gives the row it had) and where a winner the batch displaced belonged."""
         if not n_valid:
             return
         schema = self.pipeline.schema
@@ -337,13 +336,14 @@ class StreamJob:
             replaced = with_retries(
                 lambda: merge_earliest(spark, events, ids, first, earlier_in_log("s", "t"), app_id, batch_id),
                 f"MERGE into {self.tables.events} (stream)")
-            # Only a batch winner that is on time can add to gold, and only a displaced winner can leave it: a
-            # late event, or a record that lost its id, changes no gold row. Leaving them out keeps the key ranges
-            # (and the files a gold read skips by them) to what the batch brought.
-            touched = first.where(~F.col("is_late"))
+            # Only an on-time record can add to gold (a winner's lateness is its own record's), and only a
+            # displaced winner can leave it: a late event changes no gold row. Leaving late ones out keeps the key
+            # ranges (and the files a gold read skips by them) to what the batch brought, without ranking the
+            # batch's records again for every gold table.
+            touched = candidates.where(~lateness_flag(schema.time_field, self.lateness))
             displaced = None if replaced == 0 else self._displaced_winners(spark, first, app_id, batch_id)
             if displaced is not None:
-                touched = touched.unionByName(displaced.select(*touched.columns))
+                touched = touched.unionByName(displaced.select(*candidates.columns))
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(events).where("NOT is_late")
 
