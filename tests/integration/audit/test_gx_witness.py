@@ -66,10 +66,18 @@ def test_a_key_with_several_rows_is_compared_as_the_set_of_its_rows(spark, valid
     same = validator.validate(spark, "gold.witness", spark.createDataFrame(doubled[::-1], SCHEMA),
                               spark.createDataFrame(doubled, SCHEMA), ("order_id",))
     assert same.stream_equals_batch and not same.quality_ok
-    other = validator.validate(spark, "gold.witness", spark.createDataFrame([*doubled[:-1], (3, "lost", 1)], SCHEMA),
-                               spark.createDataFrame(doubled, SCHEMA), ("order_id",))
-    assert not other.stream_equals_batch
-    samples = [s for e in other.expectations if not e.success for s in e.samples]
+    one_changed = validator.validate(spark, "gold.witness",
+                                     spark.createDataFrame([*doubled[:-1], (3, "lost", 1)], SCHEMA),
+                                     spark.createDataFrame(doubled, SCHEMA), ("order_id",))
+    assert not one_changed.stream_equals_batch
+    samples = [s for e in one_changed.expectations if not e.success for s in e.samples]
+    assert any(s.startswith("kind=values_differ, order_id=3, differing_columns=amount_cents,") for s in samples), \
+        samples
+    both_changed = validator.validate(spark, "gold.witness",
+                                      spark.createDataFrame([*SNAPSHOT[:-1], (3, "lost", 1), (3, "lost", 2)], SCHEMA),
+                                      spark.createDataFrame(doubled, SCHEMA), ("order_id",))
+    assert not both_changed.stream_equals_batch
+    samples = [s for e in both_changed.expectations if not e.success for s in e.samples]
     assert any(s.startswith("kind=rows_differ, order_id=3,") for s in samples), samples
 
 
