@@ -286,9 +286,13 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
         return write
 
     # Every snapshot table comes from the frames above, none from another's write: they are written at once.
+    writes: dict[str, float] = {}  # per snapshot table: where the write phase goes, in the log
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
-        written = write_in_parallel(spark, {table.snapshot: overwrite(table) for table in stream_tables(pipeline)})
+        written = write_in_parallel(spark, {table.snapshot: overwrite(table) for table in stream_tables(pipeline)},
+                                    writes)
     snapshot.versions.update(written)
+    log.info("batch recompute %s: write %s", run_id,
+             ", ".join(f"{name} {seconds:.1f}s" for name, seconds in writes.items()))
     log.info("batch recompute %s: %d records of %s in %s", run_id, snapshot.records, position.describe(),
              ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
     return snapshot
