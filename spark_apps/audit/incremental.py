@@ -34,7 +34,7 @@ from spark_apps.audit.recompute import (
     stream_tables,
 )
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.progress import timed
+from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
@@ -297,12 +297,11 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         for label, name in snapshots.items():
             snapshot.versions[name] = (_history(spark, path[label], 1)[0].version if new_records
                                        else base.snapshot_versions[name])
-    log.info("incremental batch recompute %s: write %s", run_id,
-             ", ".join(f"{label} {seconds:.1f}s" for label, seconds in writes.items()))
+    log.info("incremental batch recompute %s: write %s", run_id, phase_times(writes))
     with timed(snapshot.seconds, "scope"):
         scopes = _with_stream_changes(spark, settings, pipeline, generation, alignment, base, scopes)
     log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
-             snapshot.records, ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
+             snapshot.records, phase_times(snapshot.seconds))
     return Extension(snapshot, scopes)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.progress import timed
+from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import existing_table_path, register_table, table_path
@@ -291,8 +291,7 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
         written = write_in_parallel(spark, {table.snapshot: overwrite(table) for table in stream_tables(pipeline)},
                                     writes)
     snapshot.versions.update(written)
-    log.info("batch recompute %s: write %s", run_id,
-             ", ".join(f"{name} {seconds:.1f}s" for name, seconds in writes.items()))
+    log.info("batch recompute %s: write %s", run_id, phase_times(writes))
     log.info("batch recompute %s: %d records of %s in %s", run_id, snapshot.records, position.describe(),
-             ", ".join(f"{k} {v:.1f}s" for k, v in snapshot.seconds.items()))
+             phase_times(snapshot.seconds))
     return snapshot

@@ -35,6 +35,7 @@ from spark_apps.audit.recompute import (
     table_versions,
 )
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.progress import phase_times
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import StreamPosition
@@ -295,7 +296,7 @@ def summary_lines(run: AuditRun) -> list[str]:
     for check in run.contract:
         lines.append(f"{'counts':28s} {'HOLDS' if check.ok else 'BROKEN':8s} {check.name}: "
                      f"{check.left:,} vs {check.right:,}")
-    lines.append("time: " + ", ".join(f"{k} {v:.1f}s" for k, v in run.seconds.items()))
+    lines.append("time: " + phase_times(run.seconds))
     lines.append(f"report: {run.report_path}")
     lines.append(f"data docs: {run.docs_url}")
     return lines

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import checkpoint_path
-from spark_apps.core.progress import timed
+from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut
 from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, table_path
@@ -258,7 +258,7 @@ class StreamJob:
                            future_events=n_future)
         self.stats.append(stats)
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
-                 ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))
+                 phase_times(timings))
 
     def _append_bronze(self, parsed, app_id: str, batch_id: int) -> None:
         idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
