@@ -355,3 +355,10 @@ def restrict(frame, scope: Scope):
     (every row of the keys satisfies them)."""
     return rows_of_keys(frame.where(scope.bounds) if scope.bounds else frame, scope.keys, scope.columns)
 
+
+
+def outside(frame, scope: Scope):
+    """The rows of ``frame`` outside ``scope``: what an incremental run does not compare row by row."""
+    from pyspark.sql import functions as F
+
+    return frame.join(F.broadcast(scope.keys), list(scope.columns), "left_anti")
