@@ -227,8 +227,8 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
         counts = counting.result() if counting else count_rows(counted={
             (side, v.table.stream): rows for v in run.verdicts
             for side, rows in (("stream", v.diff.stream_rows), ("batch", v.diff.batch_rows))})
-    run.contract = _contract(pipeline, generation, snapshot, counts,
-                             in_scope={v.table.stream: v.diff.stream_rows for v in run.verdicts} if scopes is not None else None)
+    in_scope = {v.table.stream: v.diff.stream_rows for v in run.verdicts} if scopes is not None else None
+    run.contract = _contract(pipeline, generation, snapshot, counts, in_scope)
     run.seconds.update(compare=compare_s + time.monotonic() - began, validate=validate_s)
     run.docs_url = validator.publish()
     run.report_path = write_report(settings, run)
