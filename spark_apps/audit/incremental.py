@@ -6,8 +6,8 @@ at ``O₁`` (stream == batch at every table), a later run at ``O₂`` needs only
 1. the batch side, extended by the batch code path: the records ``[O₁, O₂)`` read from Kafka, parsed and validated,
    appended to bronze, dead letters and candidates; the winner of each event id they touch recomputed by
    :func:`winners` over its earlier winner and its new records (the earliest record in the log wins, so that is the
-   winner over all of them); every gold key those records or the winners they displaced belong to recomputed from
-   the extended events, by the gold table's own function. Nothing is read from the stream's tables.
+   winner over all of them); every gold key their on-time records or the winners they displaced belong to
+   recomputed from the extended events, by the gold table's own function. Nothing is read from the stream's tables.
 2. the comparison, on the keys that can differ: the keys the new records touch on the batch side, and the keys of
    every row the stream wrote since the versions the base run verified (the rows of the files its commits added),
    plus every table's whole row count on both sides (a row the stream only deleted shows there).
@@ -49,6 +49,7 @@ from spark_apps.transforms.events import (
     COORDINATES,
     duplicates,
     gold_changes,
+    gold_inputs_changed,
     gold_keys_touched,
     high_water_marks,
     late_events,
@@ -272,7 +273,9 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                     session, path[labels.duplicates], COORDINATES, ids,
                     duplicates(records_of_ids, events, schema.id_field), run_id, 0),
             }, writes)
-        touched = candidates.unionByName(earlier_winners)
+        # As the stream counts them: every earlier winner of a touched id would widen gold's reads of silver back
+        # to the oldest window a re-sent id was first seen in.
+        touched = gold_inputs_changed(candidates, earlier_winners, events, schema.id_field, schema.time_field, rule)
         if new_records:
             # Gold reads the events just written; no gold table reads another, so they too are written at once.
             on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")

@@ -81,6 +81,17 @@ def winners(candidates: DataFrame, id_field: str, time_field: str, rule: Latenes
             .withColumn("is_late", lateness_flag(time_field, rule)))
 
 
+def gold_inputs_changed(new_records: DataFrame, earlier_winners: DataFrame, winners_now: DataFrame, id_field: str,
+                        time_field: str, rule: LatenessRule) -> DataFrame:
+    """The silver rows whose gold keys new records can change: the new on-time records, and the earlier winners of
+    their ids that ``winners_now`` no longer holds (displaced). A late record is in no gold row, and an earlier
+    winner that still wins changes none; either would only widen the keys, and the time range a read of silver
+    skips files by. ``new_records`` carry what ``lateness_flag`` reads."""
+    coordinates = [id_field, "partition", "offset"]
+    displaced = earlier_winners.join(winners_now.select(*coordinates), coordinates, "left_anti")
+    return new_records.where(~lateness_flag(time_field, rule)).unionByName(displaced.select(*new_records.columns))
+
+
 def earlier_in_log(record: str, than: str) -> str:
     """SQL: the record aliased ``record`` sits before the one aliased ``than`` in the log (lower partition, then
     lower offset). The winner of an event id is the record no other record of that id is earlier than."""
@@ -144,9 +155,9 @@ def gold_changes(gold: GoldTable, touched: DataFrame, current: Callable[[], Data
                  settings: Settings) -> DataFrame:
     """What of ``gold`` the ``touched`` silver events (added, or displaced as winners) may change: the keys they
     belong to, or for a table of sessions each such key's span (``transforms.sessions``), found against the
-    table's rows as ``current`` reads them. The stream (a batch's records and the winners they displaced) and the
-    incremental audit (the new records and the earlier winners of their ids) both recompute exactly these, so gold
-    is the same function of the log on both."""
+    table's rows as ``current`` reads them. The stream (a batch's on-time records and the winners they displaced)
+    and the incremental audit (the new on-time records and the earlier winners they displaced) both recompute
+    exactly these, so gold is the same function of the log on both."""
     if gold.sessions is None:
         return gold_keys_touched(gold, touched, settings)
     return session_spans(gold.key_rows(touched, settings), current(), gold.recompute_keys, gold.sessions)

@@ -21,6 +21,7 @@ from spark_apps.transforms.events import (
     HIGH_WATER_COLUMN,
     duplicates,
     earlier_in_log,
+    gold_inputs_changed,
     high_water_marks,
     late_events,
     lateness_flag,
@@ -59,6 +60,19 @@ def test_later_records_are_duplicates_or_conflicts_by_payload(spark):
     assertDataFrameEqual(rejected, spark.createDataFrame(
         [("e1", 0, 5, "duplicate", 0, 1), ("e1", 0, 9, "conflict", 0, 1), ("e3", 1, 4, "duplicate", 0, 8)],
         "event_id string, partition int, offset long, kind string, winner_partition int, winner_offset long"))
+
+
+def test_only_new_on_time_records_and_the_winners_they_displaced_can_change_gold(spark):
+    rule = LatenessRule(900)
+    earlier = winners(spark.createDataFrame([candidate("kept", 0, 1), candidate("lost", 1, 5)], CANDIDATE_SCHEMA),
+                      "event_id", "event_time", rule)
+    new = spark.createDataFrame([candidate("kept", 0, 9), candidate("lost", 0, 2), candidate("fresh", 0, 10),
+                                 candidate("tardy", 0, 11, appended_after_s=901)], CANDIDATE_SCHEMA)
+    now = winners(earlier.drop("is_late").unionByName(new), "event_id", "event_time", rule)
+    changed = gold_inputs_changed(new, earlier, now, "event_id", "event_time", rule)
+    assert changed.columns == new.columns
+    assert sorted((r.event_id, r.partition, r.offset) for r in changed.collect()) == [
+        ("fresh", 0, 10), ("kept", 0, 9), ("lost", 0, 2), ("lost", 1, 5)], "no late record, no winner still winning"
 
 
 def test_the_late_events_are_the_events_flagged_late(spark):
