@@ -29,6 +29,10 @@ DATA_SOURCE = "kappa_reconciliation"
 SHOWN_ROWS = 20  # failing rows of a stream-vs-batch expectation kept in its result and its Data Docs page
 DOCS_SITE = "local_site"
 DOCS_INDEX_RESULTS = 500  # about fifty runs of a pipeline's stream tables; older pages stay on disk, unlisted
+# A column rule's values caught are fetched by a query of their own, which scans the whole table when it caught
+# none: they are listed only when some column rule failed, by validating again.
+VALUES_NOT_LISTED = {"result_format": "SUMMARY", "partial_unexpected_count": 0}
+VALUES_LISTED = {"result_format": "SUMMARY"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ def _view_name(kind: str, label: str) -> str:
 
 
 ROWS_METRIC = "kappa_unexpected_rows_query.rows_and_count"
+# GX's own row rule, which a rules file may declare: it is validated by the rule that runs its query once.
+STOCK_ROW_RULE = "unexpected_rows_expectation"
 GX_BATCH_VIEW = "kappa_gx_batch"  # what ``{batch}`` stands for in a row rule's query
 
 
@@ -179,9 +185,10 @@ def table_rules(settings: Settings, pipeline_name: str, label: str) -> list:
     if not path.exists():
         return []
     try:
-        declared = json.loads(path.read_text())["expectations"]
-        return [ExpectationConfiguration(type=e["type"], kwargs=e["kwargs"], meta=e.get("meta", {})).to_domain_obj()
-                for e in declared]
+        declared = [(e["type"], e["kwargs"], e.get("meta", {})) for e in json.loads(path.read_text())["expectations"]]
+        return [_row_rule_classes()[0](**kwargs, meta=meta) if kind == STOCK_ROW_RULE
+                else ExpectationConfiguration(type=kind, kwargs=kwargs, meta=meta).to_domain_obj()
+                for kind, kwargs, meta in declared]
     except (ValueError, KeyError, TypeError) as exc:
         raise PlatformError(f"{path}: not a valid expectation list ({type(exc).__name__}: {exc})") from None
 
@@ -226,10 +233,12 @@ class Validator:
             or asset.add_batch_definition_whole_dataframe("stream_version")
         definition = self.context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=batch, suite=suite))
-        checkpoint = self.context.checkpoints.add_or_update(gx.Checkpoint(
-            name=name, validation_definitions=[definition], actions=[], result_format={"result_format": "SUMMARY"}))
-        result = checkpoint.run(batch_parameters={"dataframe": stream})
-        identifier, validation = next(iter(result.run_results.items()))
+        identifier, validation = self._run(name, definition, stream, VALUES_NOT_LISTED)
+        if any(not r.success and "unexpected_rows_query" not in r.expectation_config.kwargs
+               for r in validation.results):
+            # A column rule failed: validated again, it lists the values it caught for on-call and the Data Docs.
+            self.context.validation_results_store.remove_key(identifier.to_tuple())
+            identifier, validation = self._run(name, definition, stream, VALUES_LISTED)
         comparison_texts = {e.description for e in comparisons}
         outcomes = []
         for r in validation.results:
@@ -247,6 +256,15 @@ class Validator:
         outcome = SuiteOutcome(suite=name, success=bool(validation.success), result_url="", expectations=outcomes)
         self._validated.append((identifier, outcome))
         return outcome
+
+    def _run(self, name: str, definition, stream, result_format: dict) -> tuple:
+        """Validate ``stream`` through the table's checkpoint: (the stored result's identifier, the result)."""
+        import great_expectations as gx
+
+        checkpoint = self.context.checkpoints.add_or_update(gx.Checkpoint(
+            name=name, validation_definitions=[definition], actions=[], result_format=result_format))
+        result = checkpoint.run(batch_parameters={"dataframe": stream})
+        return next(iter(result.run_results.items()))
 
     def publish(self) -> str:
         """Render this run's validation pages, the pages of their suites (each validation page links to its suite)

@@ -297,12 +297,18 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
 
     rules = tmp_path / "expectations" / "marketplace"
     rules.mkdir(parents=True)
-    (rules / "gold.merchant_revenue.json").write_text(json.dumps({"expectations": [{
-        "type": "unexpected_rows_expectation",
-        "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE orders > 0",
-                   "description": "no window has an order (a rule every window with orders breaks)"}}]}))
+    (rules / "gold.merchant_revenue.json").write_text(json.dumps({"expectations": [
+        {"type": "unexpected_rows_expectation",
+         "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE orders > 0",
+                    "description": "no window has an order (a rule every window with orders breaks)"}},
+        {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "currency", "value_set": ["XXX"]}}]}))
     settings = restarted_stream.job.settings.with_overrides(expectations_dir=tmp_path / "expectations")
+    stored = settings.gx_dir / "gx" / "uncommitted" / "validations" / "marketplace" / "gold" / "merchant_revenue"
 
+    def stored_results() -> int:
+        return len(list(stored.rglob("*.json"))) if stored.exists() else 0
+
+    results_before = stored_results()
     run = audit(spark, settings, PIPELINE, only=["gold.merchant_revenue"])
 
     (verdict,) = run.verdicts
@@ -310,8 +316,11 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
     alerts = [r for r in spark.read.format("delta").load(str(table_path(settings, ALERTS_TABLE))).collect()
               if run.run_id in r.summary]
     assert [(a.dedup_key, a.severity) for a in alerts] == [("quality:marketplace:gold.merchant_revenue", "critical")]
-    (failing,) = json.loads(alerts[0].details)["failing"]
+    failing, column_rule = json.loads(alerts[0].details)["failing"]
     assert failing["expectation"].startswith("no window has an order") and failing["observed"].endswith("unexpected")
+    assert column_rule["expectation"] == "expect_column_values_to_be_in_set", column_rule
+    assert column_rule["samples"] and all(s.startswith("currency=") for s in column_rule["samples"]), column_rule
+    assert stored_results() == results_before + 1, "validated again for the values caught, one result kept"
     windows_with_orders = spark.read.format("delta").load(restarted_stream.job.path("gold.merchant_revenue")) \
         .where("orders > 0").count()
     assert len(failing["samples"]) == min(5, windows_with_orders) > 0
