@@ -132,11 +132,13 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
                        "shuffle_partitions": settings.spark_shuffle_partitions,
                        "trigger_interval_s": settings.trigger_interval_s}
     produced = 0
+    clock = measures.EventClock()
     for index, size in enumerate(args.sizes):
         entry: dict = {"events": size}
         doc["sizes"].append(entry)
         run.begin(f"producing {size - produced:,} events (log size {size:,}) from Python")
-        entry["produced"] = measures.produce_events(settings, pipeline, size - produced, seed=11 + index)
+        entry["produced"] = measures.produce_events(settings, pipeline, size - produced, seed=11 + index,
+                                                    clock=clock)
         produced = size
         if index == 0:
             doc["producer"] = entry["produced"]
@@ -157,7 +159,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         doc["audit"] = stats.audit_figures(doc["sizes"])
         run.save()
         run.begin(f"incremental audit of {args.new_events:,} new events over the log of {size:,}")
-        measures.produce_events(settings, pipeline, args.new_events, seed=51 + index)
+        measures.produce_events(settings, pipeline, args.new_events, seed=51 + index, clock=clock)
         produced += args.new_events
         measures.platform_stream(spark, settings, pipeline)
         entry["incremental_audit"] = measures.incremental_audit(spark, settings, pipeline, args.new_events)
@@ -169,7 +171,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     for index, rate in enumerate(args.rates):
         run.begin(f"end-to-end latency at {rate:,} events/s for {args.latency_seconds}s, continuous trigger")
         doc["latency"].append(measures.end_to_end_latency(spark, settings, pipeline, rate, args.latency_seconds,
-                                                          seed=101 + index))
+                                                          seed=101 + index, clock=clock))
         run.save()
     run.begin("gold MERGE cost against table size, from the Delta history")
     doc["merge_cost"] = measures.merge_costs(spark, settings, pipeline)

@@ -159,3 +159,16 @@ def test_the_audit_figures_are_the_full_and_incremental_audits_of_the_largest_lo
                         "share_of_full": 0.1}}
     assert stats.audit_figures(sizes[1:])["incremental"] is None
     assert stats.audit_figures([{"events": 10}]) == {"full": None, "incremental": None}
+
+
+def test_each_production_is_dated_after_the_one_before_or_from_now_if_that_is_later(monkeypatch):
+    from bench import measures
+
+    now = {"s": 1_000.0}
+    monkeypatch.setattr(measures.time, "time", lambda: now["s"])
+    clock = measures.EventClock()
+    assert clock.dating(10_000, 1000.0) == 1_000_000, "the first starts now"
+    now["s"] = 1_002.0
+    assert clock.dating(500, 100.0) == 1_010_000, "produced in 2 s, dated over 10 s: the next continues its line"
+    now["s"] = 2_000.0
+    assert clock.dating(1, 1000.0) == 2_000_000, "the wall clock has passed the line: from now"
