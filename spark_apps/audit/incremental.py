@@ -47,6 +47,8 @@ from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.transforms.events import (
     COORDINATES,
+    added_winners,
+    displaced_winners,
     duplicates,
     gold_changes,
     gold_inputs_changed,
@@ -59,6 +61,7 @@ from spark_apps.transforms.events import (
     with_high_water,
 )
 from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
+from spark_apps.transforms.sessions import sessions_after
 
 log = logging.getLogger(__name__)
 AUTO = "auto"
@@ -275,10 +278,13 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
             }, writes)
         # As the stream counts them: every earlier winner of a touched id would widen gold's reads of silver back
         # to the oldest window a re-sent id was first seen in.
-        touched = gold_inputs_changed(candidates, earlier_winners, events, schema.id_field, schema.time_field, rule)
+        displaced = displaced_winners(earlier_winners, events, schema.id_field).localCheckpoint(eager=True)
+        touched = gold_inputs_changed(candidates, displaced, schema.time_field, rule)
         if new_records:
             # Gold reads the events just written; no gold table reads another, so they too are written at once.
             on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
+            added = added_winners(events, candidates, schema.id_field)
+            lost = None if displaced.isEmpty() else displaced
 
             def upsert(gold):
                 def write(session):
@@ -286,7 +292,10 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                     changes = gold_changes(gold, touched, lambda: session.read.format("delta").load(target),
                                            settings)
                     affected = fixed_changes(gold, changes, in_driver=False)
-                    upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
+                    if gold.sessions is not None and gold.sessions.combine is not None:
+                        _extend_sessions(session, target, gold, affected, added, lost, on_time, settings, run_id)
+                    else:
+                        upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
                     return affected.frame.select(*gold.recompute_keys)
                 return write
 
@@ -306,6 +315,19 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
              snapshot.records, phase_times(snapshot.seconds))
     return Extension(snapshot, scopes)
+
+
+def _extend_sessions(spark, target: str, gold, affected, added, lost, on_time, settings: Settings,
+                     run_id: str) -> None:
+    """Extend a table of sessions that declares ``combine`` by the ``added`` silver rows: its stored sessions in the
+    ``affected`` spans merged with theirs (``transforms.sessions.sessions_after``). The stream's path, recomputing
+    every span from silver, reads every event of a session the new rows extend: a customer who never pauses
+    for a gap has one session as long as the log."""
+    time_column = gold.sessions.time_column
+    stored = affected.rows_of(spark.read.format("delta").load(target))
+    recomputed = sessions_after(gold, stored, affected.rows_of(gold.key_rows(added, settings), time_column), lost,
+                                affected.rows_of(gold.key_rows(on_time, settings), time_column), settings)
+    upsert_recomputed(spark, target, gold.primary_keys, affected, recomputed, run_id, 0)
 
 
 def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
@@ -357,7 +379,6 @@ def restrict(frame, scope: Scope):
     """Only the rows of ``frame`` inside ``scope``; its ``bounds`` come first, so the read skips files outside them
     (every row of the keys satisfies them)."""
     return rows_of_keys(frame.where(scope.bounds) if scope.bounds else frame, scope.keys, scope.columns)
-
 
 
 def outside(frame, scope: Scope):

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.generator import config_for, generate
-from spark_apps.pipeline.declaration import GoldTable, Pipeline, Sessions, Windows
+from spark_apps.pipeline.declaration import SESSION, GoldTable, Pipeline, Sessions, Windows
 from spark_apps.pipeline.synthetic import GeneratedRecord, GeneratorRequest
 
 # Length of the event-time tumbling windows of gold.merchant_revenue, in seconds.
@@ -144,7 +144,7 @@ def _session_numbers(rows: DataFrame, gap_s: int) -> DataFrame:
     starts_session = F.coalesce(gap_micros > F.lit(gap_s * 1_000_000), F.lit(True)).cast("int")
     running = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return (rows.withColumn("_starts_session", starts_session)
-            .withColumn("_session", F.sum("_starts_session").over(running)))
+            .withColumn(SESSION, F.sum("_starts_session").over(running)))
 
 
 def _count_of(event_type: str) -> Column:
@@ -159,11 +159,24 @@ def customer_sessions(rows: DataFrame, settings: Settings) -> DataFrame:
     Counts, not amounts: a customer buys from merchants in different currencies.
     """
     sessions = _session_numbers(rows, SESSION_GAP_S)
-    return (sessions.groupBy("customer_id", "_session")
-            .agg(F.min("event_time").alias("session_start"), F.max("event_time").alias("session_end"),
-                 F.count("*").cast("long").alias("events"), _count_of(ORDER_PLACED).alias("orders"),
-                 _count_of(PAYMENT_CAPTURED).alias("payments"), _count_of(ORDER_REFUNDED).alias("refunds"))
-            .withColumn("duration_ms", F.unix_millis("session_end") - F.unix_millis("session_start"))
+    return _with_duration(sessions.groupBy("customer_id", SESSION)
+                          .agg(F.min("event_time").alias("session_start"), F.max("event_time").alias("session_end"),
+                               F.count("*").cast("long").alias("events"), _count_of(ORDER_PLACED).alias("orders"),
+                               _count_of(PAYMENT_CAPTURED).alias("payments"),
+                               _count_of(ORDER_REFUNDED).alias("refunds")))
+
+
+def combine_sessions(parts: DataFrame, settings: Settings) -> DataFrame:
+    """Sessions of customer_sessions folded into one per (customer, ``SESSION``): counts add up, and the session
+    runs from the least start to the greatest end."""
+    return _with_duration(parts.groupBy("customer_id", SESSION)
+                          .agg(F.min("session_start").alias("session_start"),
+                               F.max("session_end").alias("session_end"),
+                               *[F.sum(c).cast("long").alias(c) for c in ("events", "orders", "payments", "refunds")]))
+
+
+def _with_duration(sessions: DataFrame) -> DataFrame:
+    return (sessions.withColumn("duration_ms", F.unix_millis("session_end") - F.unix_millis("session_start"))
             .select("customer_id", "session_start", "session_end", "duration_ms", "events", "orders", "payments",
                     "refunds"))
 
@@ -175,9 +188,8 @@ CUSTOMER_SESSIONS = GoldTable(
     key_rows=customer_key_rows,
     compute=customer_sessions,
     description=f"One row per customer session: events no more than {SESSION_GAP_S} s apart in event time.",
-    sessions=Sessions(gap_s=SESSION_GAP_S),
+    sessions=Sessions(gap_s=SESSION_GAP_S, combine=combine_sessions),
 )
-
 
 
 def synthetic_events(request: GeneratorRequest) -> Iterator[GeneratedRecord]:

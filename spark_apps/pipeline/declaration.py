@@ -7,7 +7,8 @@ A pipeline names its source topic, its event schema and its gold tables. Each go
 - ``key_rows(silver)``: the silver rows that feed the table, with the recompute-key columns added;
 - ``compute(rows)``: a deterministic function from those rows to output rows;
 - ``sessions`` (optional, :class:`Sessions`): the rows are gap-bounded sessions of each recompute key, so only
-  the sessions within one gap of a touched event are recomputed, not all of the key's;
+  the sessions within one gap of a touched event are recomputed, not all of the key's (and, with ``combine``,
+  the incremental audit extends them from their stored rows, not from their events);
 - ``windows`` (optional, :class:`Windows`): a recompute key is a tumbling event-time window, so the rows of the
   touched windows are read from the files whose times reach them, not from all of silver.
 
@@ -35,6 +36,8 @@ DataFrameFn = Callable[..., object]
 
 # The columns a key's span of sessions comes in (``transforms.sessions``): its first and last time to recompute.
 SPAN_LO, SPAN_HI = "_span_lo", "_span_hi"
+# The column that numbers, per recompute key, the sessions a ``Sessions.combine`` folds rows into.
+SESSION = "_session"
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,20 @@ class Sessions:
     An event can then change only the sessions of its key that come within ``gap_s`` of its time (it joins,
     grows or bridges them, or, removed, splits one), so a micro-batch recomputes those sessions from the events
     between their bounds, not every session of the key: a customer's whole history stays untouched.
+
+    ``combine`` (optional) folds rows of the table into sessions: given rows that carry the recompute keys and
+    ``SESSION``, one row per (keys, ``SESSION``), as ``compute`` would give for the union of their events (sums of
+    counts, the least start, the greatest end, columns derived from those). Sessions of a set of events are then
+    the sessions of any split of it, merged where they come within ``gap_s`` (``transforms.sessions``), so events
+    added after a session (a customer who never pauses has one session as long as the log) extend its stored row
+    instead of recomputing it from every event in it. A wrong ``combine`` shows as a mismatch in the audit.
     """
 
     gap_s: int
     time_column: str = "event_time"
     start_column: str = "session_start"
     end_column: str = "session_end"
+    combine: DataFrameFn | None = None
 
 
 @dataclass(frozen=True)

@@ -81,15 +81,26 @@ def winners(candidates: DataFrame, id_field: str, time_field: str, rule: Latenes
             .withColumn("is_late", lateness_flag(time_field, rule)))
 
 
-def gold_inputs_changed(new_records: DataFrame, earlier_winners: DataFrame, winners_now: DataFrame, id_field: str,
-                        time_field: str, rule: LatenessRule) -> DataFrame:
+def gold_inputs_changed(new_records: DataFrame, displaced: DataFrame, time_field: str,
+                        rule: LatenessRule) -> DataFrame:
     """The silver rows whose gold keys new records can change: the new on-time records, and the earlier winners of
-    their ids that ``winners_now`` no longer holds (displaced). A late record is in no gold row, and an earlier
+    their ids they ``displaced`` (:func:`displaced_winners`). A late record is in no gold row, and an earlier
     winner that still wins changes none; either would only widen the keys, and the time range a read of silver
     skips files by. ``new_records`` carry what ``lateness_flag`` reads."""
-    coordinates = [id_field, "partition", "offset"]
-    displaced = earlier_winners.join(winners_now.select(*coordinates), coordinates, "left_anti")
     return new_records.where(~lateness_flag(time_field, rule)).unionByName(displaced.select(*new_records.columns))
+
+
+def displaced_winners(earlier_winners: DataFrame, winners_now: DataFrame, id_field: str) -> DataFrame:
+    """The ``earlier_winners`` that ``winners_now`` no longer holds: the silver rows new records took away."""
+    coordinates = [id_field, "partition", "offset"]
+    return earlier_winners.join(winners_now.select(*coordinates), coordinates, "left_anti")
+
+
+def added_winners(winners_now: DataFrame, new_records: DataFrame, id_field: str) -> DataFrame:
+    """The on-time rows of ``winners_now`` that are ``new_records``: the silver rows new records added to gold's
+    input."""
+    coordinates = [id_field, "partition", "offset"]
+    return winners_now.where(~F.col("is_late")).join(new_records.select(*coordinates), coordinates, "left_semi")
 
 
 def earlier_in_log(record: str, than: str) -> str:

@@ -11,14 +11,26 @@ the earlier neighbour of the span's first session ended the session before it, b
 sessions before the change, and an event nearer to a changed time would have put its session in the span. So the
 runs inside the span neither merge with nor split off anything outside it, and every session that starts inside
 it also ends inside it.
+
+Sessions also compose: the sessions of a set of events are the sessions of any split of it, merged where they come
+within ``gap_s`` of each other (:func:`merged_sessions`). A cut between two consecutive events of the whole set is
+a gap of more than ``gap_s`` with no event in it, so no part's session crosses it; and two parts' sessions that
+overlap or lie within ``gap_s`` have consecutive events of the whole set within ``gap_s`` between them. That is
+what lets a run that only adds events extend the stored sessions (``Sessions.combine``) without reading theirs.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO, Sessions
+from spark_apps.pipeline.declaration import SESSION, SPAN_HI, SPAN_LO, Sessions
+
+if TYPE_CHECKING:
+    from spark_apps.core.settings import Settings
+    from spark_apps.pipeline.declaration import GoldTable
 
 
 def session_spans(changed: DataFrame, sessions: DataFrame, keys: tuple[str, ...], spec: Sessions) -> DataFrame:
@@ -38,3 +50,40 @@ def session_spans(changed: DataFrame, sessions: DataFrame, keys: tuple[str, ...]
                     F.col(f"s.{spec.start_column}").alias("_lo"), F.col(f"s.{spec.end_column}").alias("_hi")))
     return (times.select(*keys, F.col("_t").alias("_lo"), F.col("_t").alias("_hi")).unionByName(near)
             .groupBy(*keys).agg(F.min("_lo").alias(SPAN_LO), F.max("_hi").alias(SPAN_HI)))
+
+
+def merged_sessions(parts: DataFrame, keys: tuple[str, ...], spec: Sessions, settings: Settings) -> DataFrame:
+    """The sessions of the events behind ``parts``: rows of the table (each the sessions of some of a key's events,
+    the parts' events disjoint), merged by ``spec.combine`` wherever one starts within ``spec.gap_s`` of the latest
+    end before it (ordered by start, then end).
+
+    Ties in that order number alike whichever comes first: the later of two equal starts is never more than a gap
+    past the other's end."""
+    gap_micros = spec.gap_s * 1_000_000
+    by_start = Window.partitionBy(*keys).orderBy(spec.start_column, spec.end_column)
+    reach = F.max(F.unix_micros(spec.end_column)).over(by_start.rowsBetween(Window.unboundedPreceding, -1))
+    starts = F.coalesce(F.unix_micros(spec.start_column) - reach > F.lit(gap_micros), F.lit(True)).cast("int")
+    numbered = (parts.withColumn("_starts_session", starts)
+                .withColumn(SESSION, F.sum("_starts_session").over(
+                    by_start.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+                .drop("_starts_session"))
+    return spec.combine(numbered, settings)
+
+
+def sessions_after(gold: GoldTable, stored: DataFrame, added: DataFrame, lost: DataFrame | None,
+                   events: DataFrame, settings: Settings) -> DataFrame:
+    """A table of sessions' rows within some spans of its keys, after silver rows joined and left it.
+
+    ``stored``: the table's rows within the spans; ``added``: the on-time silver rows that joined, within the spans
+    (as ``key_rows`` gives them); ``lost``: the silver rows that left (None when none did); ``events``: every on-time
+    silver row within the spans (as ``key_rows`` gives them), read only for a key a row left.
+
+    A key no row left keeps its stored sessions, merged with the added rows' own (:func:`merged_sessions`): no event
+    of its sessions is read. A key a row left is recomputed from its events, since a removal can split a session."""
+    keys, spec = gold.recompute_keys, gold.sessions
+    parts = stored.unionByName(gold.compute(added, settings))
+    if lost is None:
+        return merged_sessions(parts, keys, spec, settings)
+    lost_keys = F.broadcast(gold.key_rows(lost, settings).select(*keys).dropna().distinct())
+    kept = merged_sessions(parts.join(lost_keys, list(keys), "left_anti"), keys, spec, settings)
+    return kept.unionByName(gold.compute(events.join(lost_keys, list(keys), "left_semi"), settings))

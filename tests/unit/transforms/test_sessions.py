@@ -1,11 +1,15 @@
-"""Which sessions an added or removed event can change: those within one gap of it, and nothing else."""
+"""Which sessions an added or removed event can change (those within one gap of it, and nothing else), and how
+stored sessions extended by added events equal sessions recomputed from all of them."""
 
 import datetime as dt
+import random
 
 from pyspark.testing import assertDataFrameEqual
 
+from spark_apps.core.settings import Settings
+from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS
 from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO, Sessions
-from spark_apps.transforms.sessions import session_spans
+from spark_apps.transforms.sessions import session_spans, sessions_after
 
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
 GAP = Sessions(gap_s=300)
@@ -46,3 +50,49 @@ def test_a_key_changed_in_several_places_gets_one_span_over_all_of_them_and_othe
                ("c3", None, "e5")]
     assertDataFrameEqual(spans(spark, changed, sessions), expected(spark, [
         ("c1", at(0), at(1150)), ("c3", at(70), at(70))]))
+
+
+EVENT_SCHEMA = ("event_id string, event_type string, event_time timestamp, order_id string, customer_id string, "
+                "merchant_id string, amount_cents long, currency string")
+
+
+def random_events(seed: int, n: int) -> list[tuple]:
+    """Events of three customers at times that both cluster (within a gap) and spread (beyond one), with ties."""
+    rng = random.Random(seed)
+    return [(f"e{i}", rng.choice(["order_placed", "payment_captured", "order_refunded"]),
+             at(rng.choice([rng.randrange(0, 4000, 50), rng.randrange(0, 4000)])), f"o{i}",
+             rng.choice(["c1", "c2", "c3"]), "m1", 100, "EUR") for i in range(n)]
+
+
+def sessions_of(spark, rows: list[tuple]):
+    settings = Settings()
+    frame = spark.createDataFrame(rows, EVENT_SCHEMA)
+    return CUSTOMER_SESSIONS.compute(CUSTOMER_SESSIONS.key_rows(frame, settings), settings)
+
+
+def test_stored_sessions_extended_by_added_events_equal_the_sessions_of_all_the_events(spark):
+    """Added events that grow, bridge and start sessions, merged by the declared ``combine`` into the stored ones."""
+    settings = Settings()
+    for seed in range(3):
+        events = random_events(seed, 120)
+        stored, added = events[:80], events[80:]
+        extended = sessions_after(CUSTOMER_SESSIONS, sessions_of(spark, stored),
+                                  spark.createDataFrame(added, EVENT_SCHEMA), None,
+                                  spark.createDataFrame([], EVENT_SCHEMA), settings)
+        assertDataFrameEqual(extended, sessions_of(spark, events))
+
+
+def test_a_key_an_event_left_is_recomputed_from_its_events_and_the_others_extended(spark):
+    """A removed event can split a session, which no merge of stored sessions undoes: its key is recomputed."""
+    settings = Settings()
+    split = [("s1", "order_placed", at(0), "o1", "c9", "m1", 100, "EUR"),
+             ("s2", "order_placed", at(250), "o2", "c9", "m1", 100, "EUR"),
+             ("s3", "order_placed", at(500), "o3", "c9", "m1", 100, "EUR")]
+    events = random_events(7, 100) + split
+    stored, added, left = events[:60] + split, events[60:100], [split[1]]
+    after = [e for e in events if e not in left]
+    extended = sessions_after(CUSTOMER_SESSIONS, sessions_of(spark, stored), spark.createDataFrame(added, EVENT_SCHEMA),
+                              spark.createDataFrame(left, EVENT_SCHEMA), spark.createDataFrame(after, EVENT_SCHEMA),
+                              settings)
+    assertDataFrameEqual(extended, sessions_of(spark, after))
+    assert extended.where("customer_id = 'c9'").count() == 2, "the removed event split c9's session in two"

@@ -19,6 +19,8 @@ from spark_apps.marketplace.pipeline import (
 from spark_apps.pipeline.lateness import HIGH_WATER_MARK, LatenessRule
 from spark_apps.transforms.events import (
     HIGH_WATER_COLUMN,
+    added_winners,
+    displaced_winners,
     duplicates,
     earlier_in_log,
     gold_inputs_changed,
@@ -69,10 +71,14 @@ def test_only_new_on_time_records_and_the_winners_they_displaced_can_change_gold
     new = spark.createDataFrame([candidate("kept", 0, 9), candidate("lost", 0, 2), candidate("fresh", 0, 10),
                                  candidate("tardy", 0, 11, appended_after_s=901)], CANDIDATE_SCHEMA)
     now = winners(earlier.drop("is_late").unionByName(new), "event_id", "event_time", rule)
-    changed = gold_inputs_changed(new, earlier, now, "event_id", "event_time", rule)
+    displaced = displaced_winners(earlier, now, "event_id")
+    changed = gold_inputs_changed(new, displaced, "event_time", rule)
     assert changed.columns == new.columns
     assert sorted((r.event_id, r.partition, r.offset) for r in changed.collect()) == [
         ("fresh", 0, 10), ("kept", 0, 9), ("lost", 0, 2), ("lost", 1, 5)], "no late record, no winner still winning"
+    assert [(r.event_id, r.offset) for r in displaced.collect()] == [("lost", 5)]
+    assert sorted((r.event_id, r.partition, r.offset) for r in added_winners(now, new, "event_id").collect()) == [
+        ("fresh", 0, 10), ("lost", 0, 2)], "a losing duplicate and a late winner add nothing to gold"
 
 
 def test_the_late_events_are_the_events_flagged_late(spark):
