@@ -39,7 +39,14 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
-from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
+from spark_apps.io.delta_writes import (
+    commit_metadata,
+    extends_sessions,
+    idempotent_append,
+    upsert_extended_sessions,
+    upsert_gold_keys,
+    upsert_recomputed,
+)
 from spark_apps.io.key_sets import fixed_changes, key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
@@ -61,7 +68,6 @@ from spark_apps.transforms.events import (
     with_high_water,
 )
 from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
-from spark_apps.transforms.sessions import sessions_after
 
 log = logging.getLogger(__name__)
 AUTO = "auto"
@@ -292,8 +298,9 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                     changes = gold_changes(gold, touched, lambda: session.read.format("delta").load(target),
                                            settings)
                     affected = fixed_changes(gold, changes, in_driver=False)
-                    if gold.sessions is not None and gold.sessions.combine is not None:
-                        _extend_sessions(session, target, gold, affected, added, lost, on_time, settings, run_id)
+                    if extends_sessions(gold):
+                        upsert_extended_sessions(session, target, gold, affected, added, lost, on_time, settings,
+                                                 run_id, 0)
                     else:
                         upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
                     return affected.frame.select(*gold.recompute_keys)
@@ -315,19 +322,6 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
              snapshot.records, phase_times(snapshot.seconds))
     return Extension(snapshot, scopes)
-
-
-def _extend_sessions(spark, target: str, gold, affected, added, lost, on_time, settings: Settings,
-                     run_id: str) -> None:
-    """Extend a table of sessions that declares ``combine`` by the ``added`` silver rows: its stored sessions in the
-    ``affected`` spans merged with theirs (``transforms.sessions.sessions_after``). The stream's path, recomputing
-    every span from silver, reads every event of a session the new rows extend: a customer who never pauses
-    for a gap has one session as long as the log."""
-    time_column = gold.sessions.time_column
-    stored = affected.rows_of(spark.read.format("delta").load(target))
-    recomputed = sessions_after(gold, stored, affected.rows_of(gold.key_rows(added, settings), time_column), lost,
-                                affected.rows_of(gold.key_rows(on_time, settings), time_column), settings)
-    upsert_recomputed(spark, target, gold.primary_keys, affected, recomputed, run_id, 0)
 
 
 def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,

@@ -39,13 +39,17 @@ from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut
 from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, table_path
+from spark_apps.io.delta_changes import rows_added
 from spark_apps.io.delta_writes import (
     MERGE_TARGET_PROPERTIES,
+    BatchCommit,
     batch_commit,
     commit_metadata,
+    extends_sessions,
     idempotent_append,
     merge_earliest,
     staggered_checkpoints,
+    upsert_extended_sessions,
     upsert_gold_keys,
     with_retries,
 )
@@ -341,36 +345,46 @@ class StreamJob:
             # ranges (and the files a gold read skips by them) to what the batch brought, without ranking the
             # batch's records again for every gold table.
             touched = candidates.where(~lateness_flag(schema.time_field, self.lateness))
-            displaced = None if replaced == 0 else self._displaced_winners(spark, first, app_id, batch_id)
+            folds = any(extends_sessions(g) for g in self.pipeline.gold_tables)
+            commit = batch_commit(spark, events, app_id, batch_id) if replaced != 0 or folds else None
+            displaced = None if replaced == 0 else self._displaced_winners(spark, first, commit)
             if displaced is not None:
                 touched = touched.unionByName(displaced.select(*candidates.columns))
+            added = self._added_winners(spark, first, commit) if folds and commit is not None else None
         self.faults.reached("after_silver", batch_id)
         on_time = spark.read.format("delta").load(events).where("NOT is_late")
 
         def upsert(gold):
             def write(session) -> None:
-                self._upsert_gold(session, gold, on_time, touched, in_driver, app_id, batch_id)
+                self._upsert_gold(session, gold, on_time, touched, added, displaced, in_driver, app_id, batch_id)
             return write
 
         # No gold table reads another: they are written at once (each MERGE in a session of its own).
         with timed(timings, "gold"):
             write_in_parallel(spark, {f"gold_{g.name}": upsert(g) for g in self.pipeline.gold_tables}, timings)
 
-    def _displaced_winners(self, spark, first, app_id: str, batch_id: int):
+    def _displaced_winners(self, spark, first, commit: BatchCommit | None):
         """The winners this batch's MERGE into ``silver.events`` replaced (a record earlier in the log than the one
         the table had: a repeat of an event id on a lower partition), as they were; None when it replaced none.
 
-        Read from the MERGE's own commit, made now or by an earlier attempt of this batch: its metrics say whether
-        it replaced any row, and the version before it holds the replaced rows. Asked only when the MERGE did not
-        already say it replaced none."""
-        path = self.path(self.tables.events)
-        commit = batch_commit(spark, path, app_id, batch_id)
+        Read from the MERGE's own ``commit``, made now or by an earlier attempt of this batch: its metrics say
+        whether it replaced any row, and the version before it holds the replaced rows. Asked only when the MERGE
+        did not already say it replaced none."""
         if commit is None or int(commit.metrics.get("numTargetRowsUpdated") or 0) == 0:
             return None
+        path = self.path(self.tables.events)
         before = spark.read.format("delta").option("versionAsOf", commit.version - 1).load(path)
         key = self.pipeline.schema.id_field
         return (before.alias("t").join(first.alias("s"), key).where(earlier_in_log("s", "t"))
                 .select("t.*"))
+
+    def _added_winners(self, spark, first, commit: BatchCommit):
+        """The on-time rows this batch's MERGE into ``silver.events`` (its ``commit``) put there: the batch's first
+        records that won their ids, found among the rows of the files the commit added. A first record that lost to
+        the table's winner is in none of them, and a row a MERGE only copied is no first record of this batch."""
+        coordinates = [self.pipeline.schema.id_field, "partition", "offset"]
+        written = rows_added(spark, Path(self.path(self.tables.events)), commit.version - 1, commit.version)
+        return first.where("NOT is_late").join(written.select(*coordinates), coordinates, "left_semi")
 
     def _move_serving_cut(self, spark, app_id: str, batch_id: int, end: dict[int, int]) -> None:
         """Serve this batch, when the pipeline's serving cut follows this stream. A catalog that fails here leaves
@@ -382,18 +396,24 @@ class StreamJob:
             log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
                         str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
 
-    def _upsert_gold(self, spark, gold, on_time, touched, in_driver: bool, app_id: str, batch_id: int) -> None:
-        """``upsert_gold_keys`` into the gold table for what ``touched`` may change, retried (bounded, logged) when a
-        concurrent commit such as the OPTIMIZE of `kappa maintain` conflicts with the MERGE: a retry re-reads the
-        table (a table of sessions finds its spans in it again), and the (app id, batch id) pair keeps it
-        idempotent."""
+    def _upsert_gold(self, spark, gold, on_time, touched, added, displaced, in_driver: bool, app_id: str,
+                     batch_id: int) -> None:
+        """Write into the gold table what ``touched`` may change: ``upsert_gold_keys``, or for sessions that fold,
+        the stored sessions extended by the ``added`` winners (``upsert_extended_sessions``; a key a ``displaced``
+        winner left is recomputed). Retried (bounded, logged) when a concurrent commit such as the OPTIMIZE of
+        `kappa maintain` conflicts with the MERGE: a retry re-reads the table (a table of sessions finds its spans
+        and stored sessions in it again), and the (app id, batch id) pair keeps it idempotent."""
         table = self.tables.gold(gold.name)
         path = self.path(table)
 
         def attempt() -> None:
             changes = gold_changes(gold, touched, lambda: spark.read.format("delta").load(path), self.settings)
             affected = fixed_changes(gold, changes, in_driver)
-            upsert_gold_keys(spark, path, gold, on_time, affected, self.settings, app_id, batch_id)
+            if added is not None and extends_sessions(gold):
+                upsert_extended_sessions(spark, path, gold, affected, added, displaced, on_time, self.settings,
+                                         app_id, batch_id)
+            else:
+                upsert_gold_keys(spark, path, gold, on_time, affected, self.settings, app_id, batch_id)
         with_retries(attempt, f"MERGE into {table} (stream)")
 
     def _record_commit(self, spark, meta: dict, start: dict[int, int], records: int, dead: int,

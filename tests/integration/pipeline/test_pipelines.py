@@ -134,6 +134,56 @@ def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings,
     ]
 
 
+def test_a_winner_displaced_from_a_session_splits_it_while_added_events_extend_the_stored_sessions(
+        spark, settings, make_topic, tmp_path, monkeypatch):
+    """Batch 0: c8's orders at t, t+200 s and t+400 s (one session) and c9's at t, all on partition 1. Batch 1: the
+    t+200 s order's event again on partition 0, earlier in the log and dated t+600 s, so it takes the id; and a c9
+    order at t+100 s. c9's stored session is extended by its added event. c8's lost its middle event, which splits
+    its session; only recomputing c8 from its events gives that, and the batch recompute must agree."""
+    import spark_apps.stream.job as stream_job
+    from spark_apps.io.producer import make_producer
+
+    topic = f"test.sessions.{uuid.uuid4().hex[:8]}"
+    config = stream_settings(make_topic, settings, tmp_path, topic, partitions=2)
+    t = now_ms() - dt.timedelta(minutes=12)
+    at = lambda seconds: t + dt.timedelta(seconds=seconds)  # noqa: E731
+    extended = []
+
+    def spy(spark, path, gold, affected, added, lost, *args):
+        extended.append(lost is not None)
+        return upsert_extended_sessions(spark, path, gold, affected, added, lost, *args)
+
+    upsert_extended_sessions = stream_job.upsert_extended_sessions
+    monkeypatch.setattr(stream_job, "upsert_extended_sessions", spy)
+    pipeline = Pipeline(name="sessions", schema=SCHEMA, gold_tables=(CUSTOMER_SESSIONS,))
+    producer = make_producer(config)
+
+    def produce(events: list[tuple[int, dict]]) -> None:
+        for partition, event in events:
+            producer.send(topic, key=event["order_id"].encode(), value=json.dumps(event).encode(), partition=partition)
+        producer.flush()
+
+    try:
+        produce([(1, marketplace_event(ORDER_PLACED, "o1", at(0), 100, customer="c8")),
+                 (1, marketplace_event(ORDER_PLACED, "o2", at(200), 100, customer="c8")),
+                 (1, marketplace_event(ORDER_PLACED, "o3", at(400), 100, customer="c8")),
+                 (1, marketplace_event(ORDER_PLACED, "o4", at(0), 100, customer="c9"))])
+        StreamJob(spark, config, pipeline).run()
+        produce([(0, marketplace_event(ORDER_PLACED, "o2", at(600), 300, customer="c8")),
+                 (0, marketplace_event(ORDER_PLACED, "o5", at(100), 100, customer="c9"))])
+        job = StreamJob(spark, config, pipeline)
+        job.run()
+    finally:
+        producer.close()
+
+    assert extended == [False, True], "both batches extended the stored sessions; the second lost a winner"
+    sessions = sorted((r.customer_id, as_utc(r.session_start), as_utc(r.session_end), r.events) for r in
+                      spark.read.format("delta").load(job.path(job.tables.gold("customer_sessions"))).collect())
+    assert sessions == [("c8", at(0), at(0), 1), ("c8", at(400), at(600), 2), ("c9", at(0), at(100), 2)]
+    run = audit(spark, config, pipeline)
+    assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
+
+
 def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spark, settings, make_topic, tmp_path):
     pipeline = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
     config = stream_settings(make_topic, settings, tmp_path, pipeline.topic, partitions=2, allowed_lateness_s=3 * 3600)
