@@ -42,3 +42,21 @@ def test_a_cleaned_up_commit_says_the_changes_are_unknown(spark, tmp_path):
     (Path(path) / "_delta_log" / f"{1:020d}.json").rename(Path(path) / "moved.json")
     with pytest.raises(HistoryGone, match="log retention"):
         rows_added(spark, path, 0, 1)
+
+
+def test_only_the_files_added_and_still_held_are_opened(spark, tmp_path):
+    """A micro-batch asks for the rows of its own commit: reading them must not open the table's other files (here
+    gone from disk), nor a file compacted away within the range (gone too, as after a VACUUM)."""
+    path = tmp_path / f"t-{uuid.uuid4().hex[:8]}"
+    for row in [("a", 1), ("b", 2), ("c", 3)]:
+        spark.createDataFrame([row], SCHEMA).coalesce(1).write.format("delta").mode("append").save(str(path))
+    appended = {f.name for f in path.glob("*.parquet")}
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    for name in appended:
+        (path / name).unlink()
+    assert ids(rows_added(spark, path, 0, 3)) == {"a", "b", "c"}, "the compacted file, not the two it replaced"
+    compacted = {f.name for f in path.glob("*.parquet")}
+    spark.createDataFrame([("d", 4)], SCHEMA).coalesce(1).write.format("delta").mode("append").save(str(path))
+    for name in compacted:
+        (path / name).unlink()
+    assert ids(rows_added(spark, path, 3, 4)) == {"d"}
