@@ -39,14 +39,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
-from spark_apps.io.delta_writes import (
-    commit_metadata,
-    extends_sessions,
-    idempotent_append,
-    upsert_extended_sessions,
-    upsert_gold_keys,
-    upsert_recomputed,
-)
+from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
 from spark_apps.io.key_sets import fixed_changes, key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
@@ -68,6 +61,7 @@ from spark_apps.transforms.events import (
     with_high_water,
 )
 from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
+from spark_apps.transforms.sessions import extends_sessions, sessions_after
 
 log = logging.getLogger(__name__)
 AUTO = "auto"
@@ -299,8 +293,9 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                                            settings)
                     affected = fixed_changes(gold, changes, in_driver=False)
                     if extends_sessions(gold):
-                        upsert_extended_sessions(session, target, gold, affected, added, lost, on_time, settings,
-                                                 run_id, 0)
+                        extended = sessions_after(gold, session.read.format("delta").load(target), added, lost,
+                                                  on_time, affected.rows_of, settings)
+                        upsert_recomputed(session, target, gold.primary_keys, affected, extended, run_id, 0)
                     else:
                         upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
                     return affected.frame.select(*gold.recompute_keys)

@@ -30,7 +30,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark_apps.io.key_sets import KeySet, KeySpans
-from spark_apps.transforms.sessions import sessions_after
 
 if TYPE_CHECKING:
     from spark_apps.core.settings import Settings
@@ -192,26 +191,6 @@ def upsert_gold_keys(spark, path: str, gold: GoldTable, on_time: DataFrame, affe
             on_time = affected.within_windows(on_time, gold.windows)
         rows = affected.rows_of(gold.key_rows(on_time, settings))
     upsert_recomputed(spark, path, gold.primary_keys, affected, gold.compute(rows, settings), app_id, batch_id)
-
-
-def upsert_extended_sessions(spark, path: str, gold: GoldTable, affected: KeySpans, added: DataFrame,
-                             lost: DataFrame | None, on_time: DataFrame, settings: Settings, app_id: str,
-                             batch_id: int) -> None:
-    """Make a table of sessions that declares ``combine`` hold, in the ``affected`` spans, the sessions of its events
-    after the on-time silver rows ``added`` joined them and the rows ``lost`` (None: none) left them: the stored
-    sessions merged with the added rows' own (``transforms.sessions.sessions_after``), and a key a row left
-    recomputed from ``on_time``. Recomputing every span from silver reads every event of a session the added rows
-    extend, and a key that never pauses for a gap has one session as long as the log."""
-    time_column = gold.sessions.time_column
-    stored = affected.rows_of(spark.read.format("delta").load(path))
-    recomputed = sessions_after(gold, stored, affected.rows_of(gold.key_rows(added, settings), time_column), lost,
-                                affected.rows_of(gold.key_rows(on_time, settings), time_column), settings)
-    upsert_recomputed(spark, path, gold.primary_keys, affected, recomputed, app_id, batch_id)
-
-
-def extends_sessions(gold: GoldTable) -> bool:
-    """The table's sessions fold (``Sessions.combine``), so added events extend the stored ones."""
-    return gold.sessions is not None and gold.sessions.combine is not None
 
 
 def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,

@@ -8,7 +8,7 @@ A pipeline names its source topic, its event schema and its gold tables. Each go
 - ``compute(rows)``: a deterministic function from those rows to output rows;
 - ``sessions`` (optional, :class:`Sessions`): the rows are gap-bounded sessions of each recompute key, so only
   the sessions within one gap of a touched event are recomputed, not all of the key's (and, with ``combine``,
-  the incremental audit extends them from their stored rows, not from their events);
+  the stream and the incremental audit extend them from their stored rows, not from their events);
 - ``windows`` (optional, :class:`Windows`): a recompute key is a tumbling event-time window, so the rows of the
   touched windows are read from the files whose times reach them, not from all of silver.
 

@@ -45,12 +45,11 @@ from spark_apps.io.delta_writes import (
     BatchCommit,
     batch_commit,
     commit_metadata,
-    extends_sessions,
     idempotent_append,
     merge_earliest,
     staggered_checkpoints,
-    upsert_extended_sessions,
     upsert_gold_keys,
+    upsert_recomputed,
     with_retries,
 )
 from spark_apps.io.fencing import CheckpointFence
@@ -81,6 +80,7 @@ from spark_apps.transforms.parsing import (
     dead_letters,
     parse_records,
 )
+from spark_apps.transforms.sessions import extends_sessions, sessions_after
 
 log = logging.getLogger(__name__)
 # Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
@@ -399,8 +399,8 @@ class StreamJob:
     def _upsert_gold(self, spark, gold, on_time, touched, added, displaced, in_driver: bool, app_id: str,
                      batch_id: int) -> None:
         """Write into the gold table what ``touched`` may change: ``upsert_gold_keys``, or for sessions that fold,
-        the stored sessions extended by the ``added`` winners (``upsert_extended_sessions``; a key a ``displaced``
-        winner left is recomputed). Retried (bounded, logged) when a concurrent commit such as the OPTIMIZE of
+        the stored sessions extended by the ``added`` winners (``sessions_after``; a key a ``displaced`` winner left
+        is recomputed). Retried (bounded, logged) when a concurrent commit such as the OPTIMIZE of
         `kappa maintain` conflicts with the MERGE: a retry re-reads the table (a table of sessions finds its spans
         and stored sessions in it again), and the (app id, batch id) pair keeps it idempotent."""
         table = self.tables.gold(gold.name)
@@ -410,8 +410,9 @@ class StreamJob:
             changes = gold_changes(gold, touched, lambda: spark.read.format("delta").load(path), self.settings)
             affected = fixed_changes(gold, changes, in_driver)
             if added is not None and extends_sessions(gold):
-                upsert_extended_sessions(spark, path, gold, affected, added, displaced, on_time, self.settings,
-                                         app_id, batch_id)
+                extended = sessions_after(gold, spark.read.format("delta").load(path), added, displaced, on_time,
+                                          affected.rows_of, self.settings)
+                upsert_recomputed(spark, path, gold.primary_keys, affected, extended, app_id, batch_id)
             else:
                 upsert_gold_keys(spark, path, gold, on_time, affected, self.settings, app_id, batch_id)
         with_retries(attempt, f"MERGE into {table} (stream)")

@@ -21,6 +21,7 @@ what lets a run that only adds events extend the stored sessions (``Sessions.com
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, Window
@@ -70,20 +71,31 @@ def merged_sessions(parts: DataFrame, keys: tuple[str, ...], spec: Sessions, set
     return spec.combine(numbered, settings)
 
 
-def sessions_after(gold: GoldTable, stored: DataFrame, added: DataFrame, lost: DataFrame | None,
-                   events: DataFrame, settings: Settings) -> DataFrame:
-    """A table of sessions' rows within some spans of its keys, after silver rows joined and left it.
+def extends_sessions(gold: GoldTable) -> bool:
+    """The table's sessions fold (``Sessions.combine``), so added events extend the stored ones."""
+    return gold.sessions is not None and gold.sessions.combine is not None
 
-    ``stored``: the table's rows within the spans; ``added``: the on-time silver rows that joined, within the spans
-    (as ``key_rows`` gives them); ``lost``: the silver rows that left (None when none did); ``events``: every on-time
-    silver row within the spans (as ``key_rows`` gives them), read only for a key a row left.
+
+def sessions_after(gold: GoldTable, table: DataFrame, added: DataFrame, lost: DataFrame | None, on_time: DataFrame,
+                   within: Callable[[DataFrame, str | None], DataFrame], settings: Settings) -> DataFrame:
+    """The sessions of a table of sessions that folds, inside some spans of its keys, after silver rows joined and
+    left it: what replaces its rows there.
+
+    ``table``: the table's rows as they are; ``added``: the on-time silver rows that joined; ``lost``: the silver rows
+    that left (None when none did); ``on_time``: every on-time silver row, read only for a key a row left;
+    ``within(rows, column)``: those rows whose key's span holds their ``column`` (the table's start column when
+    None; ``KeySpans.rows_of``).
 
     A key no row left keeps its stored sessions, merged with the added rows' own (:func:`merged_sessions`): no event
-    of its sessions is read. A key a row left is recomputed from its events, since a removal can split a session."""
+    of its sessions is read. A key a row left is recomputed from its events, since a removal can split a session.
+    Recomputing every span from silver reads every event of a session the added rows extend, and a key that never
+    pauses for a gap has one session as long as the log."""
     keys, spec = gold.recompute_keys, gold.sessions
-    parts = stored.unionByName(gold.compute(added, settings))
+    parts = within(table, None).unionByName(
+        gold.compute(within(gold.key_rows(added, settings), spec.time_column), settings))
     if lost is None:
         return merged_sessions(parts, keys, spec, settings)
     lost_keys = F.broadcast(gold.key_rows(lost, settings).select(*keys).dropna().distinct())
     kept = merged_sessions(parts.join(lost_keys, list(keys), "left_anti"), keys, spec, settings)
+    events = within(gold.key_rows(on_time, settings), spec.time_column)
     return kept.unionByName(gold.compute(events.join(lost_keys, list(keys), "left_semi"), settings))

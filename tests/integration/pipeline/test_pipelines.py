@@ -149,12 +149,12 @@ def test_a_winner_displaced_from_a_session_splits_it_while_added_events_extend_t
     at = lambda seconds: t + dt.timedelta(seconds=seconds)  # noqa: E731
     extended = []
 
-    def spy(spark, path, gold, affected, added, lost, *args):
+    def spy(gold, table, added, lost, *args):
         extended.append(lost is not None)
-        return upsert_extended_sessions(spark, path, gold, affected, added, lost, *args)
+        return sessions_after(gold, table, added, lost, *args)
 
-    upsert_extended_sessions = stream_job.upsert_extended_sessions
-    monkeypatch.setattr(stream_job, "upsert_extended_sessions", spy)
+    sessions_after = stream_job.sessions_after
+    monkeypatch.setattr(stream_job, "sessions_after", spy)
     pipeline = Pipeline(name="sessions", schema=SCHEMA, gold_tables=(CUSTOMER_SESSIONS,))
     producer = make_producer(config)
 

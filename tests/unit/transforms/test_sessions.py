@@ -70,6 +70,11 @@ def sessions_of(spark, rows: list[tuple]):
     return CUSTOMER_SESSIONS.compute(CUSTOMER_SESSIONS.key_rows(frame, settings), settings)
 
 
+def everywhere(rows, column=None):
+    """Spans that hold every row: the whole table is the span."""
+    return rows
+
+
 def test_stored_sessions_extended_by_added_events_equal_the_sessions_of_all_the_events(spark):
     """Added events that grow, bridge and start sessions, merged by the declared ``combine`` into the stored ones."""
     settings = Settings()
@@ -78,7 +83,7 @@ def test_stored_sessions_extended_by_added_events_equal_the_sessions_of_all_the_
         stored, added = events[:80], events[80:]
         extended = sessions_after(CUSTOMER_SESSIONS, sessions_of(spark, stored),
                                   spark.createDataFrame(added, EVENT_SCHEMA), None,
-                                  spark.createDataFrame([], EVENT_SCHEMA), settings)
+                                  spark.createDataFrame([], EVENT_SCHEMA), everywhere, settings)
         assertDataFrameEqual(extended, sessions_of(spark, events))
 
 
@@ -93,6 +98,6 @@ def test_a_key_an_event_left_is_recomputed_from_its_events_and_the_others_extend
     after = [e for e in events if e not in left]
     extended = sessions_after(CUSTOMER_SESSIONS, sessions_of(spark, stored), spark.createDataFrame(added, EVENT_SCHEMA),
                               spark.createDataFrame(left, EVENT_SCHEMA), spark.createDataFrame(after, EVENT_SCHEMA),
-                              settings)
+                              everywhere, settings)
     assertDataFrameEqual(extended, sessions_of(spark, after))
     assert extended.where("customer_id = 'c9'").count() == 2, "the removed event split c9's session in two"
