@@ -62,6 +62,7 @@ from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_a
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.transforms.events import (
+    added_winners,
     duplicates_query,
     earlier_in_log,
     future_flag,
@@ -382,9 +383,8 @@ class StreamJob:
         """The on-time rows this batch's MERGE into ``silver.events`` (its ``commit``) put there: the batch's first
         records that won their ids, found among the rows of the files the commit added. A first record that lost to
         the table's winner is in none of them, and a row a MERGE only copied is no first record of this batch."""
-        coordinates = [self.pipeline.schema.id_field, "partition", "offset"]
         written = rows_added(spark, Path(self.path(self.tables.events)), commit.version - 1, commit.version)
-        return first.where("NOT is_late").join(written.select(*coordinates), coordinates, "left_semi")
+        return added_winners(first, written, self.pipeline.schema.id_field)
 
     def _move_serving_cut(self, spark, app_id: str, batch_id: int, end: dict[int, int]) -> None:
         """Serve this batch, when the pipeline's serving cut follows this stream. A catalog that fails here leaves
