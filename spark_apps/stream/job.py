@@ -43,9 +43,9 @@ from spark_apps.io.delta_changes import rows_added
 from spark_apps.io.delta_writes import (
     MERGE_TARGET_PROPERTIES,
     BatchCommit,
+    append_once,
     batch_commit,
     commit_metadata,
-    idempotent_append,
     merge_earliest,
     staggered_checkpoints,
     upsert_gold_keys,
@@ -142,6 +142,9 @@ class StreamJob:
         self.topic_id: str | None = None
         self.stats: list[BatchStats] = []
         self.lateness = pipeline.lateness_rule(settings)
+        # The last batch Spark had planned when this run's query started: only a batch up to it can be a replay of
+        # one that began before (None until the query starts: then any batch may be).
+        self.replayable_through: int | None = None
         # Under the high-water-mark lateness rule: per partition, the mark the committed candidates leave (epoch
         # microseconds), read from the candidates table at the first batch and advanced by each batch after it.
         self.high_water: dict[int, int] | None = None
@@ -265,13 +268,19 @@ class StreamJob:
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  phase_times(timings))
 
+    def _append(self, rows, table: str, app_id: str, batch_id: int) -> None:
+        """Append a batch's rows to one of the stream's tables once (``append_once``): only a batch this run may be
+        replaying looks for its own commit first."""
+        replayed = self.replayable_through is None or batch_id <= self.replayable_through
+        append_once(rows, self.path(table), app_id, batch_id, replayed)
+
     def _append_bronze(self, parsed, app_id: str, batch_id: int) -> None:
-        idempotent_append(parsed.select(*BRONZE_COLUMNS), self.path(self.tables.bronze), app_id, batch_id)
+        self._append(parsed.select(*BRONZE_COLUMNS), self.tables.bronze, app_id, batch_id)
         self.faults.reached("after_bronze", batch_id)
 
     def _append_dead_letters(self, parsed, n_dead: int, app_id: str, batch_id: int) -> None:
         if n_dead:
-            idempotent_append(dead_letters(parsed), self.path(self.tables.dead_letters), app_id, batch_id)
+            self._append(dead_letters(parsed), self.tables.dead_letters, app_id, batch_id)
         self.faults.reached("after_dead_letters", batch_id)
 
     def _candidate_rows(self, spark, parsed, start: dict[int, int]):
@@ -291,7 +300,7 @@ class StreamJob:
     def _append_candidates(self, parsed, candidates, app_id: str, batch_id: int) -> None:
         """Append the candidate rows, then carry their marks forward (``candidates`` already holds the marks
         they started from, so the batch's other writes never see the new ones)."""
-        idempotent_append(candidates, self.path(self.tables.candidates), app_id, batch_id)
+        self._append(candidates, self.tables.candidates, app_id, batch_id)
         if self.lateness.uses_high_water_mark:
             for partition, mark in self._marks(candidate_rows(parsed, self.pipeline.schema)).items():
                 self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
@@ -427,7 +436,7 @@ class StreamJob:
                   end_offsets={int(p): int(o) for p, o in meta["end_offsets"].items()},
                   records=records, dead_letters=dead, duration_ms=int(duration * 1000))
         frame = spark.createDataFrame([row], _commits_schema())
-        idempotent_append(frame, self.path(self.tables.commits), meta["app_id"], batch_id)
+        self._append(frame, self.tables.commits, meta["app_id"], batch_id)
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -462,6 +471,7 @@ class StreamJob:
         """Start the query; ``until_caught_up`` processes what the log holds now and stops."""
         if self.app_id is None:
             self.prepare()
+        self.replayable_through = max(lineage.planned_batches(self.checkpoint), default=-1)
         reader = (self.spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap_servers)
                   .option("subscribe", self.topic)
