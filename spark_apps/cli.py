@@ -216,13 +216,12 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
+    """Read from the table's commit files: no Spark session."""
     from spark_apps.io.catalog import existing_table_path
     from spark_apps.io.lineage import position_at
-    from spark_apps.io.spark_session import get_spark
 
     path = existing_table_path(settings, args.table)
-    spark = get_spark(settings, app_name="kappa-lineage")
-    print(f"{args.table} {position_at(spark, str(path), args.version).describe()}")
+    print(f"{args.table} {position_at(str(path), args.version).describe()}")
     return 0
 
 

@@ -89,7 +89,7 @@ def run_demo(settings: Settings) -> int:
     _step("offset lineage: the log prefix each gold table version reflects")
     for gold in pipeline.gold_tables:
         name = tables.gold(gold.name)
-        print(f"{name}: {position_at(spark, str(table_path(settings, name))).describe()}")
+        print(f"{name}: {position_at(str(table_path(settings, name))).describe()}")
     spark.table(tables.gold(pipeline.gold_tables[0].name)).orderBy("net_cents", ascending=False).show(5)
 
     _step("Lambda audit: recompute every table from Kafka [start, O) (a rerun of the same code extends the last "

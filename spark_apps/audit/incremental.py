@@ -23,12 +23,12 @@ import datetime as dt
 import functools
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from spark_apps.audit import ledger
 from spark_apps.audit.recompute import (
     Alignment,
     Snapshot,
-    _history,
     bronze_equivalent,
     check_retention,
     stream_tables,
@@ -37,6 +37,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
+from spark_apps.io import delta_log
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
@@ -196,7 +197,7 @@ def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignm
 def _unchanged_since(spark, settings: Settings, tables: list, rows: dict, alignment: Alignment) -> str | None:
     """Why the run's snapshots or the stream's history since it cannot be built on, or None."""
     for t in tables:
-        if _history(spark, str(table_path(settings, t.snapshot)), 1)[0].version != rows[t.label]["snapshot_version"]:
+        if delta_log.latest_version(table_path(settings, t.snapshot)) != rows[t.label]["snapshot_version"]:
             return f"{t.snapshot} changed after it"
     try:
         for t in tables:
@@ -309,7 +310,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
             label = labels.gold(gold.name)
             scopes[label] = Scope(gold.recompute_keys, affected[label])
         for label, name in snapshots.items():
-            snapshot.versions[name] = (_history(spark, path[label], 1)[0].version if new_records
+            snapshot.versions[name] = (delta_log.latest_version(Path(path[label])) if new_records
                                        else base.snapshot_versions[name])
     log.info("incremental batch recompute %s: write %s", run_id, phase_times(writes))
     with timed(snapshot.seconds, "scope"):

@@ -9,15 +9,16 @@ and the code version, so reconciliation can compare it with the stream table at 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
+from spark_apps.io import delta_log
 from spark_apps.io.catalog import existing_table_path, register_table, table_path
 from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, commit_metadata
 from spark_apps.io.lineage import StreamPosition, position_at
@@ -99,36 +100,24 @@ class Alignment:
     versions: dict[str, int]
 
 
-def _history(spark, path: str, limit: int | None = None) -> list:
-    """Newest first: (version, userMetadata) of a Delta table's commits."""
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, path)
-    history = table.history(limit) if limit else table.history()
-    return history.select("version", "userMetadata").orderBy("version", ascending=False).collect()
-
-
-def version_for_batch(spark, path: str, app_id: str, batch_id: int) -> int:
+def version_for_batch(path: str, app_id: str, batch_id: int) -> int:
     """The newest version of a stream table that no later micro-batch of ``app_id`` has written: the version just
     before that app's first commit of a later batch, or the newest version when there is none.
 
     Commits that are not the stream's (OPTIMIZE, VACUUM, the table's creation) carry no batch, change no row, and
     never decide the answer: an OPTIMIZE after batch 7 does not reflect batch 5. Auditing the latest batch needs only
-    the newest commits, so those are read first.
+    the newest commits, and they are read first (``io.delta_log``: one file each, no Spark job).
     """
-    for limit in (20, None):
-        history = _history(spark, path, limit)
-        answer = history[0].version if history else None
-        for row in history:
-            meta = json.loads(row.userMetadata) if row.userMetadata else {}
-            if "batch_id" not in meta:
-                continue
-            if meta.get("app_id") == app_id and meta["batch_id"] > batch_id:
-                answer = row.version - 1
-                continue
-            return answer
-        if limit is None or len(history) < limit:
-            break
+    answer = None
+    for commit in delta_log.commits(Path(path)):
+        answer = commit.version if answer is None else answer
+        meta = commit.meta
+        if "batch_id" not in meta:
+            continue
+        if meta.get("app_id") == app_id and meta["batch_id"] > batch_id:
+            answer = commit.version - 1
+            continue
+        return answer
     if answer is None or answer < 0:
         raise PlatformError(f"{path} has no version at or before batch {batch_id} of {app_id}")
     return answer
@@ -143,7 +132,7 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
         raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
                             "run `kappa stream` first")
     if table is not None:
-        anchor = position_at(spark, str(existing_table_path(settings, table)), version)
+        anchor = position_at(str(existing_table_path(settings, table)), version)
     else:
         reader = spark.read.format("delta")
         if as_of is not None:
@@ -151,8 +140,7 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
         last = reader.load(str(commits)).orderBy("batch_id", ascending=False).first()
         if last is None:
             raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
-        anchor = position_at(spark, str(commits),
-                             version_for_batch(spark, str(commits), last["app_id"], last["batch_id"]))
+        anchor = position_at(str(commits), version_for_batch(str(commits), last["app_id"], last["batch_id"]))
     return Alignment(position=anchor, versions=table_versions(spark, settings, pipeline, anchor, generation))
 
 
@@ -173,8 +161,7 @@ def table_versions(spark, settings: Settings, pipeline: Pipeline, position: Stre
                    generation: str = "") -> dict[str, int]:
     """Per stream table, the version that reflects exactly the batch of ``position``; a derived table (a view)
     takes the version of the events it is a view of."""
-    versions = {t.stream: version_for_batch(spark, str(table_path(settings, t.stream)), position.app_id,
-                                            position.batch_id)
+    versions = {t.stream: version_for_batch(str(table_path(settings, t.stream)), position.app_id, position.batch_id)
                 for t in stream_tables(pipeline, generation) if not t.derived}
     events = versions[pipeline.tables(generation).events]
     return versions | {name: events for name in pipeline.derived_table_names(generation)}
@@ -282,7 +269,7 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
             frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
                 .options(**MERGE_TARGET_PROPERTIES).save(path)
             register_table(session, settings, table.snapshot)
-            return _history(session, path, 1)[0].version
+            return delta_log.latest_version(Path(path))
         return write
 
     # Every snapshot table comes from the frames above, none from another's write: they are written at once.

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from delta.exceptions import (
@@ -29,6 +30,7 @@ from delta.exceptions import (
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.io import delta_log
 from spark_apps.io.key_sets import KeySet, KeySpans
 
 if TYPE_CHECKING:
@@ -93,7 +95,7 @@ def append_once(df: DataFrame, path: str, app_id: str, batch_id: int, replayed: 
     table's newest ones (``batch_commit``, by the ``app_id`` and ``batch_id`` its commit carries) and appends when
     there is none; any other appends at once. A crash between two appends of a batch leaves the same state either
     way, and one instance writes per checkpoint (``io.fencing``)."""
-    if replayed and batch_commit(df.sparkSession, path, app_id, batch_id) is not None:
+    if replayed and batch_commit(path, app_id, batch_id) is not None:
         log.info("batch %d: already appended to %s by an earlier attempt; skipped", batch_id, path)
         return
     df.write.format("delta").mode("append").save(path)
@@ -139,17 +141,13 @@ class BatchCommit:
     metrics: dict[str, str]
 
 
-def batch_commit(spark, path: str, app_id: str, batch_id: int) -> BatchCommit | None:
+def batch_commit(path: str, app_id: str, batch_id: int) -> BatchCommit | None:
     """The commit of (app id, batch id) to the table, from its newest commits (a batch looks for its own right after
     making it, or after an earlier attempt made it); None when the batch made none."""
-    from delta.tables import DeltaTable
-
-    history = DeltaTable.forPath(spark, path).history(BATCH_COMMIT_LOOKBACK) \
-        .select("version", "userMetadata", "operationMetrics").collect()
-    for row in history:
-        meta = json.loads(row.userMetadata) if row.userMetadata else {}
+    for commit in delta_log.commits(Path(path), BATCH_COMMIT_LOOKBACK):
+        meta = commit.meta
         if meta.get("app_id") == app_id and meta.get("batch_id") == batch_id:
-            return BatchCommit(row.version, dict(row.operationMetrics or {}))
+            return BatchCommit(commit.version, commit.metrics)
     return None
 
 

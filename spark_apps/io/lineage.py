@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.io import delta_log
 
 
 @dataclass(frozen=True)
@@ -95,24 +96,20 @@ def caught_up(settings, checkpoint: Path, topic: str) -> bool:
     return all(consumed.get(p, 0) >= end for p, (_, end) in partition_offsets(settings, topic).items())
 
 
-def position_at(spark, table_path: str, version: int | None = None) -> StreamPosition:
+def position_at(table_path: str, version: int | None = None) -> StreamPosition:
     """The stream position recorded by the newest stream commit at or before ``version``."""
-    from delta.tables import DeltaTable
-
-    history = (DeltaTable.forPath(spark, table_path).history()
-               .select("version", "userMetadata").orderBy("version", ascending=False).collect())
-    if not history:
+    versions = delta_log.commit_versions(Path(table_path))
+    if not versions:
         raise PlatformError(f"{table_path} has no history")
-    latest = history[0].version
+    latest = versions[0]
     wanted = latest if version is None else version
     if wanted > latest or wanted < 0:
         raise PlatformError(f"{table_path} has versions 0..{latest}, not {wanted}")
-    for row in history:
-        if row.version <= wanted and row.userMetadata:
-            meta = json.loads(row.userMetadata)
-            if "batch_id" in meta:
-                return StreamPosition(
-                    table_version=wanted, app_id=meta["app_id"], batch_id=meta["batch_id"], topic=meta["topic"],
-                    start_offsets={int(p): o for p, o in meta["stream_start_offsets"].items()},
-                    end_offsets={int(p): o for p, o in meta["end_offsets"].items()})
+    for listed in (v for v in versions if v <= wanted):
+        meta = delta_log.read_commit(Path(table_path), listed).meta
+        if "batch_id" in meta:
+            return StreamPosition(
+                table_version=wanted, app_id=meta["app_id"], batch_id=meta["batch_id"], topic=meta["topic"],
+                start_offsets={int(p): o for p, o in meta["stream_start_offsets"].items()},
+                end_offsets={int(p): o for p, o in meta["end_offsets"].items()})
     raise PlatformError(f"version {wanted} of {table_path} precedes every stream commit")

@@ -356,7 +356,7 @@ class StreamJob:
             # batch's records again for every gold table.
             touched = candidates.where(~lateness_flag(schema.time_field, self.lateness))
             folds = any(extends_sessions(g) for g in self.pipeline.gold_tables)
-            commit = batch_commit(spark, events, app_id, batch_id) if replaced != 0 or folds else None
+            commit = batch_commit(events, app_id, batch_id) if replaced != 0 or folds else None
             displaced = None if replaced == 0 else self._displaced_winners(spark, first, commit)
             if displaced is not None:
                 touched = touched.unionByName(displaced.select(*candidates.columns))

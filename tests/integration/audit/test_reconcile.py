@@ -97,7 +97,7 @@ def test_a_table_version_picks_the_batch_it_reflects_and_every_table_is_aligned_
     assert alignment.position.batch_id == 0
     assert alignment.position.end_offsets == batch_end_offsets(job.checkpoint, 0, job.topic)
     for name in (job.tables.bronze, job.tables.candidates, job.tables.events, job.tables.gold("merchant_revenue")):
-        assert position_at(spark, job.path(name), alignment.versions[name]).batch_id == 0, name
+        assert position_at(job.path(name), alignment.versions[name]).batch_id == 0, name
     with pytest.raises(PlatformError, match="no Delta table gold.nothing at "):
         align(spark, job.settings, PIPELINE, table="gold.nothing")
     with pytest.raises(PlatformError, match="has no stream table silver.nope; its tables: bronze.events_raw, "):
@@ -113,7 +113,7 @@ def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_
     alignment = align(spark, job.settings, PIPELINE, as_of=first_batch_at.replace(tzinfo=dt.UTC))  # session: UTC
     assert alignment.position.batch_id == 0
     for name in (job.tables.bronze, job.tables.events, job.tables.gold("order_status")):
-        assert position_at(spark, job.path(name), alignment.versions[name]).batch_id == 0, name
+        assert position_at(job.path(name), alignment.versions[name]).batch_id == 0, name
 
 
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):

@@ -95,7 +95,7 @@ def test_every_read_of_all_serving_views_reflects_one_cut_while_the_stream_moves
         batch_id, app_id = cut["basis"].removeprefix("batch ").split(" of ")
         for member in cut["members"]:
             path = str(table_path(platform, member["source"]))
-            assert member["version"] == version_for_batch(spark, path, app_id, int(batch_id)), member
+            assert member["version"] == version_for_batch(path, app_id, int(batch_id)), member
             rows = spark.read.format("delta").option("versionAsOf", member["version"]).load(path).count()
             assert counts[member["table"]] == rows, f"{member['table']} read other rows than its cut's version"
 

@@ -108,13 +108,13 @@ def test_every_table_version_records_the_offsets_it_reflects(spark, restarted_st
         versions = [r.version for r in spark.sql(f"DESCRIBE HISTORY delta.`{bronze_path}`").collect()
                     if r.userMetadata and f'"batch_id":{batch_id},' in r.userMetadata]
         assert len(versions) == 1
-        position = position_at(spark, bronze_path, versions[0])
+        position = position_at(bronze_path, versions[0])
         assert position.batch_id == batch_id and position.end_offsets == end
         consumed = spark.read.format("delta").option("versionAsOf", versions[0]).load(bronze_path)
         per_partition = {r.partition: r["max(offset)"] + 1 for r in consumed.groupBy("partition").max("offset")
                          .collect()}
         assert per_partition == {p: o for p, o in end.items() if o > 0}
-    gold = position_at(spark, job.path(job.tables.gold("merchant_revenue")))
+    gold = position_at(job.path(job.tables.gold("merchant_revenue")))
     assert gold.end_offsets == batch_end_offsets(job.checkpoint, committed_batches(job.checkpoint)[-1], job.topic)
 
 

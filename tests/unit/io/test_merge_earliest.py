@@ -40,15 +40,15 @@ def test_a_batch_finds_its_own_commit_and_whether_it_replaced_a_winner(spark, ev
     merge(spark, events, [("e1", 1, 5, "a"), ("e2", 0, 1, "b")], 0)
     merge(spark, events, [("e2", 0, 7, "later")], 1)
     merge(spark, events, [("e1", 0, 3, "earlier")], 2)
-    first, later, earlier = (batch_commit(spark, events, "app", b) for b in (0, 1, 2))
+    first, later, earlier = (batch_commit(events, "app", b) for b in (0, 1, 2))
     assert (first.version, later.version, earlier.version) == (1, 2, 3)
     assert int(first.metrics["numTargetRowsInserted"]) == 2
     assert int(later.metrics.get("numTargetRowsUpdated") or 0) == 0, "a later record replaces nothing"
     assert int(earlier.metrics["numTargetRowsUpdated"]) == 1
     before = spark.read.format("delta").option("versionAsOf", earlier.version - 1).load(events)
     assert before.where("event_id = 'e1'").first()["payload"] == "a", "the version before holds the replaced row"
-    assert batch_commit(spark, events, "app", 3) is None
-    assert batch_commit(spark, events, "other-app", 0) is None
+    assert batch_commit(events, "app", 3) is None
+    assert batch_commit(events, "other-app", 0) is None
 
 
 def test_the_merge_says_how_many_winners_it_replaced_and_a_skipped_replay_says_it_cannot_tell(spark, events):

@@ -1,0 +1,75 @@
+"""A Delta table's commits, newest first, read from its log's commit files.
+
+Delta's own history (``DeltaTable.forPath(...).history()``) first loads the table's snapshot, which runs Spark jobs
+to rebuild the table's state; an audit asks it of every stream table to align on a micro-batch, and a micro-batch
+asks it to find its own commit. The commit files say the same: each ``_delta_log/<version>.json`` holds one
+``commitInfo`` action (its operation, ``userMetadata`` and operation metrics). As Delta's history, this lists only the
+commits whose files the log still keeps. Tables here live on a filesystem path, as ``io.delta_changes`` assumes too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_apps.core.errors import PlatformError
+
+COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int
+    operation: str = ""
+    user_metadata: str | None = None
+    metrics: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def meta(self) -> dict:
+        """The commit's ``userMetadata`` as JSON (the stream's and the audit's commits name their batch or run in
+        it); empty when it has none or it is not a JSON object."""
+        try:
+            meta = json.loads(self.user_metadata) if self.user_metadata else {}
+        except ValueError:
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+
+def commit_versions(table: Path) -> list[int]:
+    """The versions whose commit files the log holds, newest first."""
+    log = Path(table) / "_delta_log"
+    if not log.is_dir():
+        raise PlatformError(f"{table} is not a Delta table (no _delta_log)")
+    return sorted((int(m.group(1)) for m in map(COMMIT_FILE.match, (p.name for p in log.iterdir())) if m),
+                  reverse=True)
+
+
+def latest_version(table: Path) -> int:
+    versions = commit_versions(table)
+    if not versions:
+        raise PlatformError(f"{table} has no commit")
+    return versions[0]
+
+
+def commits(table: Path, limit: int | None = None) -> Iterator[Commit]:
+    """The table's commits, newest first (at most ``limit``); read one file at a time, so a caller that stops early
+    reads no older one."""
+    versions = commit_versions(table)
+    for version in versions if limit is None else versions[:limit]:
+        yield read_commit(table, version)
+
+
+def read_commit(table: Path, version: int) -> Commit:
+    """One commit's ``commitInfo``. Delta writes it as the file's first action; the rest is read only if not."""
+    path = Path(table) / "_delta_log" / f"{version:020d}.json"
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            action = json.loads(line) if line.strip() else {}
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+                return Commit(version, info.get("operation") or "", info.get("userMetadata"),
+                              {str(k): str(v) for k, v in (info.get("operationMetrics") or {}).items()})
+    return Commit(version)

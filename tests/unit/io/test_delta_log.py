@@ -1,0 +1,61 @@
+"""A Delta table's commits read from its commit files say what Delta's own history says, newest first."""
+
+import json
+import uuid
+
+import pytest
+from delta.tables import DeltaTable
+
+from spark_apps.core.errors import PlatformError
+from spark_apps.io import delta_log
+from spark_apps.io.delta_writes import commit_metadata
+
+
+@pytest.fixture
+def table(spark, tmp_path):
+    """A table with a creation, two tagged appends, an untagged MERGE and an OPTIMIZE: versions 0-4."""
+    path = tmp_path / f"t-{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE delta.`{path}` (id string, n int) USING delta")
+    for batch_id, rows in enumerate([[("a", 1), ("b", 2)], [("c", 3)]]):
+        with commit_metadata(spark, {"app_id": "app", "batch_id": batch_id}):
+            spark.createDataFrame(rows, "id string, n int").write.format("delta").mode("append").save(str(path))
+    DeltaTable.forPath(spark, str(path)).alias("t").merge(
+        spark.createDataFrame([("a", 10)], "id string, n int").alias("s"), "t.id = s.id") \
+        .whenMatchedUpdateAll().execute()
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    return path
+
+
+def test_the_commit_files_give_delta_historys_versions_operations_metadata_and_metrics(spark, table):
+    history = DeltaTable.forPath(spark, str(table)).history() \
+        .select("version", "operation", "userMetadata", "operationMetrics").collect()
+    read = list(delta_log.commits(table))
+    assert [(c.version, c.operation, c.user_metadata, c.metrics) for c in read] == [
+        (h.version, h.operation, h.userMetadata, dict(h.operationMetrics or {})) for h in history]
+    assert [c.version for c in read] == [4, 3, 2, 1, 0]
+    assert [c.meta.get("batch_id") for c in read] == [None, None, 1, 0, None]
+    assert delta_log.latest_version(table) == 4
+    assert [c.version for c in delta_log.commits(table, limit=2)] == [4, 3]
+
+
+def test_only_kept_commit_files_count_and_other_log_files_are_not_commits(table):
+    log = table / "_delta_log"
+    (log / f"{0:020d}.json").unlink()  # cleaned up by log retention
+    (log / f".{5:020d}.json.{uuid.uuid4()}.tmp").write_text("{}")  # a commit being written
+    (log / f"{4:020d}.checkpoint.parquet").write_bytes(b"")
+    assert delta_log.commit_versions(table) == [4, 3, 2, 1]
+
+
+def test_a_commit_info_after_other_actions_is_found_and_unparsable_metadata_is_no_batch(tmp_path):
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    actions = [{"protocol": {"minReaderVersion": 1}},
+               {"commitInfo": {"operation": "WRITE", "userMetadata": "not json", "operationMetrics": {"n": 3}}}]
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    (commit,) = delta_log.commits(tmp_path / "t")
+    assert (commit.version, commit.operation, commit.metrics, commit.meta) == (0, "WRITE", {"n": "3"}, {})
+
+
+def test_a_folder_without_a_delta_log_is_one_readable_error(tmp_path):
+    with pytest.raises(PlatformError, match="is not a Delta table"):
+        delta_log.latest_version(tmp_path)
