@@ -22,13 +22,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from spark_apps.alerts.dispatch import ALERTS_TABLE, Alert, raise_alert, runbook
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, check_retention, stream_tables
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
-from spark_apps.io import lineage
+from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.pipeline.declaration import Pipeline
@@ -108,7 +109,7 @@ def _maintain_table(spark, table: str, path: str, retention_hours: int, optimize
         if vacuum:
             with_retries(lambda: spark.sql(f"VACUUM delta.`{path}` RETAIN {retention_hours} HOURS").collect(),
                          f"VACUUM {table}")
-            vacuumed = _vacuumed_files(spark, path)
+            vacuumed = _vacuumed_files(path)
     except Exception as exc:  # one table's failure must not stop the others' maintenance or the checks
         error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         log.error("maintenance of %s failed: %s", table, error)
@@ -122,13 +123,11 @@ def _live_files(spark, path: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
 
 
-def _vacuumed_files(spark, path: str) -> int | None:
+def _vacuumed_files(path: str) -> int | None:
     """Files the last VACUUM deleted, from its ``VACUUM END`` commit (None when Delta did not log one)."""
-    from delta.tables import DeltaTable
-
-    for row in DeltaTable.forPath(spark, path).history(5).select("operation", "operationMetrics").collect():
-        if row.operation == "VACUUM END":
-            return int(row.operationMetrics.get("numDeletedFiles", 0))
+    for commit in delta_log.commits(Path(path), 5):
+        if commit.operation == "VACUUM END":
+            return int(commit.metrics.get("numDeletedFiles", 0))
     return None
 
 
@@ -191,10 +190,9 @@ def last_position(spark, commits: str) -> lineage.StreamPosition | None:
     Read from its rows (the batch's end, the start of its app's first batch), not from the table history,
     which grows by a version per micro-batch.
     """
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    version = DeltaTable.forPath(spark, commits).history(1).first().version
+    version = delta_log.latest_version(Path(commits))
     rows = spark.read.format("delta").option("versionAsOf", version).load(commits)
     last = rows.orderBy(F.desc("batch_id")).first()
     if last is None:
