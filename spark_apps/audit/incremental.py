@@ -136,7 +136,7 @@ def plan(spark, settings: Settings, pipeline: Pipeline, generation: str, alignme
             raise PlatformError("an incremental audit extends every snapshot table; it cannot take --only")
         return Plan(ledger.FULL, "--only audits a subset of tables, which no later run can build on")
     newest, last_full_at = _ledger_facts(spark, settings, pipeline.name)
-    base, why = _base(spark, settings, pipeline, generation, alignment, newest)
+    base, why = _base(settings, pipeline, generation, alignment, newest)
     outcome = choose(requested, base, why, last_full_at, as_of or dt.datetime.now(dt.UTC),
                      settings.full_audit_every_s)
     if requested == ledger.INCREMENTAL and outcome.kind != ledger.INCREMENTAL:
@@ -161,7 +161,7 @@ def _ledger_facts(spark, settings: Settings, pipeline: str) -> tuple[list[dict],
     return [r.asDict() for r in rows.where(F.col("run_id") == newest["run_id"]).collect()], last_full_at
 
 
-def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
+def _base(settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
           newest: list[dict]) -> tuple[Base | None, str]:
     """The newest run, if it can be extended to ``alignment``: it succeeded on every table with this code, over the
     same log from the same start, to a prefix of this one, and the snapshots are still as it verified them."""
@@ -185,7 +185,7 @@ def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignm
     elif any(rows[t.label]["stream_version"] > alignment.versions[t.stream] for t in tables):
         problem = "it verified later stream versions"
     if problem is None:
-        problem = _unchanged_since(spark, settings, tables, rows, alignment)
+        problem = _unchanged_since(settings, tables, rows, alignment)
     if problem:
         return None, f"the newest run {first['run_id']}: {problem}"
     contract = next(r for r in newest if r["stream_table"] == "")
@@ -194,7 +194,7 @@ def _base(spark, settings: Settings, pipeline: Pipeline, generation: str, alignm
                 stream_versions={t.stream: rows[t.label]["stream_version"] for t in tables if not t.derived}), ""
 
 
-def _unchanged_since(spark, settings: Settings, tables: list, rows: dict, alignment: Alignment) -> str | None:
+def _unchanged_since(settings: Settings, tables: list, rows: dict, alignment: Alignment) -> str | None:
     """Why the run's snapshots or the stream's history since it cannot be built on, or None."""
     for t in tables:
         if delta_log.latest_version(table_path(settings, t.snapshot)) != rows[t.label]["snapshot_version"]:

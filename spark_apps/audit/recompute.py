@@ -141,7 +141,7 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
         if last is None:
             raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
         anchor = position_at(str(commits), version_for_batch(str(commits), last["app_id"], last["batch_id"]))
-    return Alignment(position=anchor, versions=table_versions(spark, settings, pipeline, anchor, generation))
+    return Alignment(position=anchor, versions=table_versions(settings, pipeline, anchor, generation))
 
 
 def _version_at(spark, path: str, as_of: dt.datetime) -> int:
@@ -157,7 +157,7 @@ def _version_at(spark, path: str, as_of: dt.datetime) -> int:
     return found
 
 
-def table_versions(spark, settings: Settings, pipeline: Pipeline, position: StreamPosition,
+def table_versions(settings: Settings, pipeline: Pipeline, position: StreamPosition,
                    generation: str = "") -> dict[str, int]:
     """Per stream table, the version that reflects exactly the batch of ``position``; a derived table (a view)
     takes the version of the events it is a view of."""

@@ -164,7 +164,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
                    kind=ledger.INCREMENTAL if scopes is not None else ledger.FULL,
                    builds_on=base.run_id if base else "",
                    kind_reason=kind_reason)
-    versions = versions or table_versions(spark, settings, pipeline, snapshot.position, generation)
+    versions = versions or table_versions(settings, pipeline, snapshot.position, generation)
     validator = Validator(settings, pipeline.name)
     compare_s = validate_s = 0.0
     tables = _selected(pipeline, generation, only)
