@@ -31,7 +31,6 @@ Waits have generous limits: they guard against hangs, not against a slow machine
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -51,7 +50,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll, wait_for
-from spark_apps.io import lineage
+from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summary_line
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
@@ -430,23 +429,21 @@ def stop_when_caught_up(lab: Lab, process: StreamProcess) -> None:
 
 
 def table_versions(lab: Lab) -> dict[str, int]:
-    """The latest Delta version of each stream table, from its log folder (no Spark)."""
-    versions = {}
-    for table in lab.pipeline.stream_table_names():
-        commits = (table_path(lab.settings, table) / "_delta_log").glob("*.json")
-        versions[table] = max((int(p.stem) for p in commits), default=-1)
-    return versions
+    """The latest Delta version of each stream table, -1 for one that has no commit yet (no Spark)."""
+    return {table: next(iter(_commit_versions(lab, table)), -1) for table in lab.pipeline.stream_table_names()}
 
 
 def batches_in_table(lab: Lab, table: str) -> set[int]:
     """The micro-batches that committed to ``table``: every stream commit names its batch in ``userMetadata``."""
-    batches = set()
-    for commit in (table_path(lab.settings, table) / "_delta_log").glob("*.json"):
-        for line in commit.read_text().splitlines():
-            info = json.loads(line).get("commitInfo") or {}
-            if info.get("userMetadata"):
-                batches.add(json.loads(info["userMetadata"])["batch_id"])
-    return batches
+    path = table_path(lab.settings, table)
+    return {commit.meta["batch_id"] for version in _commit_versions(lab, table)
+            if "batch_id" in (commit := delta_log.read_commit(path, version)).meta}
+
+
+def _commit_versions(lab: Lab, table: str) -> list[int]:
+    """The table's commit versions, newest first; none while the stream has not created it."""
+    path = table_path(lab.settings, table)
+    return delta_log.commit_versions(path) if (path / "_delta_log").is_dir() else []
 
 
 @dataclass(frozen=True)
