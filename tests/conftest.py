@@ -13,6 +13,13 @@ from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.processes import free_port
 from tests.support.work_units import HEAVIEST_FIRST, work_unit
 
+# The Spark drivers the tests start as processes (a `kappa` command, an Airflow task's, the chaos lab's streams) live
+# a minute or two over a few hundred records. On two busy cores the JIT's optimizing tier spends more CPU compiling
+# than it saves in such a life, so they run with the first tier only: the walkthrough, all `kappa` commands, took
+# 238-243 s against 338-379 s (one core each, 2026-12-01). The session's own driver lives as long as its worker and
+# keeps both tiers: with the first alone its later audits got slower (a module 564 -> 592 s).
+CHILD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
 # An xdist worker's __main__ (execnet's) has neither __spec__ nor __file__. pyspark.sql.connect, which Great
 # Expectations imports, takes that for a doctest run and calls sys.exit(0) when Spark Connect's extras are missing.
 _main = sys.modules["__main__"]
@@ -23,7 +30,8 @@ if os.environ.get("PYTEST_XDIST_WORKER") and getattr(_main, "__spec__", None) is
 
 @pytest.fixture(scope="session")
 def session_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Settings of the test session: own ports and home, the project's fetched jars."""
+    """Settings of the test session: own ports and home, the project's fetched jars; what every process a test
+    starts inherits (``as_env``)."""
     jars = PROJECT_ROOT / "var" / "jars"
     return Settings(
         home=tmp_path_factory.mktemp("kappa-home"),
@@ -36,6 +44,7 @@ def session_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         kafka_controller_port=free_port(),
         spark_shuffle_partitions=2,
         spark_driver_memory="3g",
+        spark_driver_java_options=CHILD_DRIVER_JAVA_OPTIONS,
     )
 
 
@@ -70,7 +79,7 @@ def kafka_broker(settings: Settings):
 def spark(settings: Settings):
     from spark_apps.io.spark_session import get_spark
 
-    session = get_spark(settings, app_name="kappa-tests")
+    session = get_spark(settings.with_overrides(spark_driver_java_options=""), app_name="kappa-tests")
     yield session
     session.stop()
 
