@@ -430,20 +430,24 @@ def stop_when_caught_up(lab: Lab, process: StreamProcess) -> None:
 
 def table_versions(lab: Lab) -> dict[str, int]:
     """The latest Delta version of each stream table, -1 for one that has no commit yet (no Spark)."""
-    return {table: next(iter(_commit_versions(lab, table)), -1) for table in lab.pipeline.stream_table_names()}
+    versions = {}
+    for table in lab.pipeline.stream_table_names():
+        path = table_path(lab.settings, table)
+        versions[table] = next(iter(delta_log.commit_versions(path)), -1) if _created(path) else -1
+    return versions
 
 
 def batches_in_table(lab: Lab, table: str) -> set[int]:
     """The micro-batches that committed to ``table``: every stream commit names its batch in ``userMetadata``."""
     path = table_path(lab.settings, table)
-    return {commit.meta["batch_id"] for version in _commit_versions(lab, table)
-            if "batch_id" in (commit := delta_log.read_commit(path, version)).meta}
+    if not _created(path):
+        return set()
+    return {commit.meta["batch_id"] for commit in delta_log.commits(path) if "batch_id" in commit.meta}
 
 
-def _commit_versions(lab: Lab, table: str) -> list[int]:
-    """The table's commit versions, newest first; none while the stream has not created it."""
-    path = table_path(lab.settings, table)
-    return delta_log.commit_versions(path) if (path / "_delta_log").is_dir() else []
+def _created(path: Path) -> bool:
+    """Whether the stream has created the table at ``path`` (its commit log exists)."""
+    return (path / "_delta_log").is_dir()
 
 
 @dataclass(frozen=True)
