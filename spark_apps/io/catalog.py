@@ -15,6 +15,7 @@ from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
+from spark_apps.io import delta_log
 
 
 def table_path(settings: Settings, table: str) -> Path:
@@ -94,15 +95,18 @@ def _forget(spark, schema: str, name: str) -> None:
 
 def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tuple[str, ...] = (),
                  properties: dict[str, str] | None = None) -> None:
-    """Create the Delta table if it does not exist yet, and register it by name."""
+    """Create the Delta table if it does not exist yet, and register it by name. A table that exists is not loaded
+    to be ensured: its ``CREATE TABLE IF NOT EXISTS`` would load it only to do nothing."""
     from delta.tables import DeltaTable
 
-    builder = DeltaTable.createIfNotExists(spark).location(str(table_path(settings, table))).addColumns(schema)
-    if partition_by:
-        builder = builder.partitionedBy(*partition_by)
-    for key, value in (properties or {}).items():
-        builder = builder.property(key, value)
-    builder.execute()
+    location = table_path(settings, table)
+    if not delta_log.has_commits(location):
+        builder = DeltaTable.createIfNotExists(spark).location(str(location)).addColumns(schema)
+        if partition_by:
+            builder = builder.partitionedBy(*partition_by)
+        for key, value in (properties or {}).items():
+            builder = builder.property(key, value)
+        builder.execute()
     register_table(spark, settings, table)
 
 

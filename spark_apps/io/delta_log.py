@@ -47,6 +47,13 @@ def commit_versions(table: Path) -> list[int]:
                   reverse=True)
 
 
+def has_commits(table: Path) -> bool:
+    """Whether a Delta table is there: its log holds a commit or a checkpoint (a folder, or a log a crashed create
+    left empty, is no table yet)."""
+    log = Path(table) / "_delta_log"
+    return log.is_dir() and any(COMMIT_FILE.match(p.name) or p.name == "_last_checkpoint" for p in log.iterdir())
+
+
 def latest_version(table: Path) -> int:
     versions = commit_versions(table)
     if not versions:

@@ -6,7 +6,9 @@ import shutil
 import pytest
 from kafka import KafkaProducer
 
+from spark_apps.io import delta_log
 from spark_apps.io.catalog import (
+    ensure_table,
     forget_foreign_tables,
     register_table,
     register_warehouse_tables,
@@ -64,6 +66,31 @@ def test_a_name_registered_at_a_folder_since_deleted_is_registered_again_at_the_
     register_table(spark, kept, "scratch.numbers")
     assert spark.table("scratch.numbers").count() == 5
     spark.sql("DROP TABLE scratch.numbers")
+
+
+def test_ensure_table_creates_an_external_table_at_its_folder_under_a_name_another_warehouse_held(
+        spark, settings, tmp_path):
+    """A new table's name, which another warehouse registered, is pointed at this one's folder; dropping it later
+    keeps the data, and ensuring the table again leaves it as it is."""
+    other, here = (settings.with_overrides(warehouse_dir=tmp_path / name) for name in ("other", "here"))
+    spark.range(4).write.format("delta").save(str(table_path(other, "scratch.ensured")))
+    register_table(spark, other, "scratch.ensured")
+    schema = spark.range(0).selectExpr("id", "CAST(id AS STRING) AS label").schema
+
+    ensure_table(spark, here, "scratch.ensured", schema, properties={"delta.appendOnly": "true"})
+    path = table_path(here, "scratch.ensured")
+    entry = spark._jsparkSession.sharedState().externalCatalog().getTable("scratch", "ensured")
+    assert entry.tableType().name() == "EXTERNAL"
+    assert entry.storage().locationUri().get().getPath().rstrip("/") == str(path)
+    assert spark.table("scratch.ensured").columns == ["id", "label"] and spark.table("scratch.ensured").count() == 0
+    properties = {r.key: r.value for r in spark.sql("SHOW TBLPROPERTIES scratch.ensured").collect()}
+    assert properties["delta.appendOnly"] == "true"
+    assert spark.read.format("delta").load(str(table_path(other, "scratch.ensured"))).count() == 4
+
+    ensure_table(spark, here, "scratch.ensured", schema, properties={"delta.appendOnly": "true"})
+    assert delta_log.commit_versions(path) == [0], "an existing table is left as it is"
+    spark.sql("DROP TABLE scratch.ensured")
+    assert delta_log.has_commits(path), "only the name goes; the data stays"
 
 
 def test_names_another_warehouse_registered_are_let_go_and_this_warehouses_are_kept(spark, settings, tmp_path):

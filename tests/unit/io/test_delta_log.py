@@ -59,3 +59,18 @@ def test_a_commit_info_after_other_actions_is_found_and_unparsable_metadata_is_n
 def test_a_folder_without_a_delta_log_is_one_readable_error(tmp_path):
     with pytest.raises(PlatformError, match="is not a Delta table"):
         delta_log.latest_version(tmp_path)
+
+
+def test_a_table_is_there_only_when_its_log_holds_a_commit_or_a_checkpoint(tmp_path):
+    table = tmp_path / "t"
+    assert not delta_log.has_commits(table), "no folder"
+    log = table / "_delta_log"
+    log.mkdir(parents=True)
+    assert not delta_log.has_commits(table), "a log a crashed create left empty"
+    (log / f".{0:020d}.json.{uuid.uuid4()}.tmp").write_text("{}")
+    assert not delta_log.has_commits(table), "a commit still being written"
+    (log / f"{0:020d}.json").write_text("{}\n")
+    assert delta_log.has_commits(table)
+    (log / f"{0:020d}.json").unlink()
+    (log / "_last_checkpoint").write_text("{}")
+    assert delta_log.has_commits(table), "commits cleaned up behind a checkpoint"
