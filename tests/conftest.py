@@ -17,8 +17,10 @@ from tests.support.work_units import HEAVIEST_FIRST, work_unit
 # a minute or two over a few hundred records. On two busy cores the JIT's optimizing tier spends more CPU compiling
 # than it saves in such a life, so they run with the first tier only: the walkthrough, all `kappa` commands, took
 # 238-243 s against 338-379 s (one core each, 2026-12-01). The session's own driver lives as long as its worker and
-# keeps both tiers: with the first alone its later audits got slower (a module 564 -> 592 s).
-CHILD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# keeps both tiers: with the first alone its later audits got slower (a module 564 -> 592 s). With the first tier
+# alone the JVM shrinks its code cache to 48 MiB, which a chaos lab stream filled ("Out of space in CodeCache for
+# adapters", CI, 2026-12-01), so the cache keeps the size it has with both tiers.
+CHILD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 # An xdist worker's __main__ (execnet's) has neither __spec__ nor __file__. pyspark.sql.connect, which Great
 # Expectations imports, takes that for a doctest run and calls sys.exit(0) when Spark Connect's extras are missing.
