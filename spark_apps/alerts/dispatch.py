@@ -23,6 +23,7 @@ from typing import Any
 
 from spark_apps.alerts.sinks import Delivery, deliver
 from spark_apps.core.settings import Settings
+from spark_apps.io import delta_log
 
 log = logging.getLogger(__name__)
 ALERTS_TABLE = "audit.alerts"
@@ -122,7 +123,7 @@ def recent_alerts(spark, settings: Settings, limit: int) -> list[dict[str, Any]]
     from spark_apps.io.catalog import table_path
 
     record_pending(spark, settings)
-    if not (table_path(settings, ALERTS_TABLE) / "_delta_log").exists():
+    if not delta_log.has_commits(table_path(settings, ALERTS_TABLE)):
         return []
     path = _ensure_alerts_table(spark, settings)
     rows = (spark.read.format("delta").load(str(path)).orderBy(F.col("raised_at").desc()).limit(limit)
@@ -261,7 +262,7 @@ def _ensure_alerts_table(spark, settings: Settings) -> Path:
 
     schema = spark.createDataFrame([], ALERTS_SCHEMA).schema
     path = table_path(settings, ALERTS_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         ensure_table(spark, settings, ALERTS_TABLE, schema)
         return path
     present = set(spark.read.format("delta").load(str(path)).columns)

@@ -150,7 +150,7 @@ def _ledger_facts(spark, settings: Settings, pipeline: str) -> tuple[list[dict],
     from pyspark.sql import functions as F
 
     path = table_path(settings, ledger.LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return [], None
     rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
     kind = F.coalesce(F.col("kind"), F.lit(ledger.FULL)) if "kind" in rows.columns else F.lit(ledger.FULL)

@@ -10,6 +10,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 
 from spark_apps.core.settings import Settings
+from spark_apps.io import delta_log
 from spark_apps.io.catalog import ensure_table, table_path
 
 LEDGER_TABLE = "audit.reconciliation_ledger"
@@ -71,7 +72,7 @@ def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
 def run_rows(spark, settings: Settings, run_id: str) -> list:
     """The rows a run appended (all in one commit, so a run is either fully recorded or absent)."""
     path = table_path(settings, LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return []
     return spark.read.format("delta").load(str(path)).where(f"run_id = '{run_id}'").orderBy("table").collect()
 
@@ -101,7 +102,7 @@ def latest_runs(spark, settings: Settings, pipeline: str) -> dict[str, tuple[str
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return {}
     rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
     by_run = Window.partitionBy("run_id")

@@ -128,7 +128,7 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     """Pick the stream batch to audit: the one ``table`` at ``version`` reflects, else the last one committed
     (by ``as_of``, when given: a scheduled run for a given hour audits the same batch however late it runs)."""
     commits = table_path(settings, pipeline.tables(generation).commits)
-    if not (commits / "_delta_log").exists():
+    if not delta_log.has_commits(commits):
         raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
                             "run `kappa stream` first")
     if table is not None:

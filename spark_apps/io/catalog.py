@@ -27,7 +27,7 @@ def table_path(settings: Settings, table: str) -> Path:
 def existing_table_path(settings: Settings, table: str) -> Path:
     """Where the Delta table ``schema.name`` lives, or one readable error when there is none."""
     path = table_path(settings, table)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         raise PlatformError(f"no Delta table {table} at {path}")
     return path
 

@@ -433,21 +433,16 @@ def table_versions(lab: Lab) -> dict[str, int]:
     versions = {}
     for table in lab.pipeline.stream_table_names():
         path = table_path(lab.settings, table)
-        versions[table] = next(iter(delta_log.commit_versions(path)), -1) if _created(path) else -1
+        versions[table] = next(iter(delta_log.commit_versions(path)), -1) if delta_log.has_commits(path) else -1
     return versions
 
 
 def batches_in_table(lab: Lab, table: str) -> set[int]:
     """The micro-batches that committed to ``table``: every stream commit names its batch in ``userMetadata``."""
     path = table_path(lab.settings, table)
-    if not _created(path):
+    if not delta_log.has_commits(path):
         return set()
     return {commit.meta["batch_id"] for commit in delta_log.commits(path) if "batch_id" in commit.meta}
-
-
-def _created(path: Path) -> bool:
-    """Whether the stream has created the table at ``path`` (its commit log exists)."""
-    return (path / "_delta_log").is_dir()
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     report = MaintenanceReport(pipeline=pipeline.name)
     for table in maintained_tables(pipeline):
         path = table_path(settings, table)
-        if (path / "_delta_log").exists():
+        if delta_log.has_commits(path):
             report.tables.append(_maintain_table(spark, table, str(path), settings.vacuum_retention_hours,
                                                 optimize, vacuum))
     failed = {t.table: t.error for t in report.tables if t.error}
@@ -139,7 +139,7 @@ def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
 
     commits = table_path(settings, pipeline.tables().commits)
     checkpoint = StreamJob(spark, settings, pipeline).checkpoint
-    if not (commits / "_delta_log").exists():
+    if not delta_log.has_commits(commits):
         return Check(CHECKPOINT, True, f"no stream tables in {settings.warehouse_dir} yet")
     done_before = _last(lineage.committed_batches(checkpoint))
     rows = spark.read.format("delta").load(str(commits)).groupBy("app_id").agg(F.max("batch_id").alias("last"))
@@ -166,7 +166,7 @@ def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
     read raises a critical maintenance alert, since a replay could not be vouched for either.
     """
     commits = table_path(settings, pipeline.tables().commits)
-    position = last_position(spark, str(commits)) if (commits / "_delta_log").exists() else None
+    position = last_position(spark, str(commits)) if delta_log.has_commits(commits) else None
     if position is None:
         return Check(LOG_RETENTION, True, "the stream has consumed nothing yet")
     try:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from spark_apps.core.settings import Settings
+from spark_apps.io import delta_log
 from spark_apps.ops import supervisor
 from spark_apps.pipeline.declaration import Pipeline
 
@@ -50,7 +51,7 @@ def last_audit(spark, settings: Settings, pipeline: Pipeline) -> LastAudit | Non
     from spark_apps.io.catalog import table_path
 
     path = table_path(settings, LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return None
     runs = (spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline.name)
             .groupBy("run_id")

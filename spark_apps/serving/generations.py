@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
+from spark_apps.io import delta_log
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 
@@ -168,7 +169,7 @@ def spec_for(events: list[GenerationEvent], generation: str, given: str) -> str:
 def read(spark, settings: Settings, pipeline: str) -> list[GenerationEvent]:
     """Every event of the pipeline, oldest first."""
     path = table_path(settings, GENERATIONS_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return []
     from pyspark.sql import functions as F
 

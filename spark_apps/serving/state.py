@@ -20,7 +20,7 @@ from spark_apps.audit.ledger import FULL, LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
-from spark_apps.io import serving_cut
+from spark_apps.io import delta_log, serving_cut
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
@@ -236,7 +236,7 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         raise PlatformError(f"no reconciliation ledger at {path}; run `kappa reconcile` first")
     rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline.name)
     anchor = rows.where(F.col("run_id") == run_id).agg(F.min("started_at")).first()[0]
@@ -282,7 +282,7 @@ def _append(spark, settings: Settings, pipeline: str, decisions: list[Decision])
 
 def _state_rows(spark, settings: Settings):
     path = table_path(settings, SERVING_STATE_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return None
     return spark.read.format("delta").load(str(path))
 
@@ -324,7 +324,7 @@ def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return None
     rows = spark.read.format("delta").load(str(path))
     stands_for = F.coalesce(F.col("as_of"), F.col("started_at")) if "as_of" in rows.columns else F.col("started_at")
@@ -398,7 +398,7 @@ def _ledger_runs(spark, settings: Settings, pipeline: str) -> dict[tuple, dict]:
     from pyspark.sql import functions as F
 
     path = table_path(settings, LEDGER_TABLE)
-    if not (path / "_delta_log").exists():
+    if not delta_log.has_commits(path):
         return {}
     rows = (spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
             .select("run_id", "table", "started_at", "stream_table", "stream_version", "end_offsets",
