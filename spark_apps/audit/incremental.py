@@ -38,7 +38,7 @@ from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.io import delta_log
-from spark_apps.io.catalog import table_path
+from spark_apps.io.catalog import read_if_present, table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
 from spark_apps.io.key_sets import fixed_changes, key_set
@@ -149,10 +149,10 @@ def _ledger_facts(spark, settings: Settings, pipeline: str) -> tuple[list[dict],
     full run stood for."""
     from pyspark.sql import functions as F
 
-    path = table_path(settings, ledger.LEDGER_TABLE)
-    if not delta_log.has_commits(path):
+    recorded = read_if_present(spark, settings, ledger.LEDGER_TABLE)
+    if recorded is None:
         return [], None
-    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+    rows = recorded.where(F.col("pipeline") == pipeline)
     kind = F.coalesce(F.col("kind"), F.lit(ledger.FULL)) if "kind" in rows.columns else F.lit(ledger.FULL)
     last_full_at = rows.where(kind == ledger.FULL).agg(F.max(F.coalesce("as_of", "started_at"))).first()[0]
     newest = rows.orderBy(F.col("finished_at").desc(), F.col("run_id").desc()).select("run_id").first()

@@ -10,8 +10,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 
 from spark_apps.core.settings import Settings
-from spark_apps.io import delta_log
-from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 
 LEDGER_TABLE = "audit.reconciliation_ledger"
 LEDGER_SCHEMA = (
@@ -71,10 +70,8 @@ def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
 
 def run_rows(spark, settings: Settings, run_id: str) -> list:
     """The rows a run appended (all in one commit, so a run is either fully recorded or absent)."""
-    path = table_path(settings, LEDGER_TABLE)
-    if not delta_log.has_commits(path):
-        return []
-    return spark.read.format("delta").load(str(path)).where(f"run_id = '{run_id}'").orderBy("table").collect()
+    rows = read_if_present(spark, settings, LEDGER_TABLE)
+    return [] if rows is None else rows.where(f"run_id = '{run_id}'").orderBy("table").collect()
 
 
 def run_summary(rows: list) -> dict:
@@ -101,10 +98,10 @@ def latest_runs(spark, settings: Settings, pipeline: str) -> dict[str, tuple[str
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    path = table_path(settings, LEDGER_TABLE)
-    if not delta_log.has_commits(path):
+    ledger = read_if_present(spark, settings, LEDGER_TABLE)
+    if ledger is None:
         return {}
-    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+    rows = ledger.where(F.col("pipeline") == pipeline)
     by_run = Window.partitionBy("run_id")
     newest_first = Window.partitionBy("stream_table").orderBy(F.col("started_at").desc(), F.col("run_id").desc())
     latest = (rows.withColumn("run_success", F.min(F.col("success").cast("int")).over(by_run) == 1)

@@ -32,6 +32,15 @@ def existing_table_path(settings: Settings, table: str) -> Path:
     return path
 
 
+def read_if_present(spark, settings: Settings, table: str):
+    """The Delta table ``schema.name`` as a DataFrame, or None while it has no commit: the readers of tables that
+    the first write creates (the ledger, the serving state, generations) answer "nothing yet" then, not an error."""
+    path = table_path(settings, table)
+    if not delta_log.has_commits(path):
+        return None
+    return spark.read.format("delta").load(str(path))
+
+
 def register_warehouse_tables(spark, settings: Settings) -> list[str]:
     """Make every Delta table under the warehouse visible by ``schema.name``; return their names."""
     found = []

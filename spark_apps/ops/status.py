@@ -11,7 +11,6 @@ import time
 from dataclasses import dataclass
 
 from spark_apps.core.settings import Settings
-from spark_apps.io import delta_log
 from spark_apps.ops import supervisor
 from spark_apps.pipeline.declaration import Pipeline
 
@@ -48,12 +47,12 @@ def last_audit(spark, settings: Settings, pipeline: Pipeline) -> LastAudit | Non
     from pyspark.sql import functions as F
 
     from spark_apps.audit.ledger import LEDGER_TABLE
-    from spark_apps.io.catalog import table_path
+    from spark_apps.io.catalog import read_if_present
 
-    path = table_path(settings, LEDGER_TABLE)
-    if not delta_log.has_commits(path):
+    ledger = read_if_present(spark, settings, LEDGER_TABLE)
+    if ledger is None:
         return None
-    runs = (spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline.name)
+    runs = (ledger.where(F.col("pipeline") == pipeline.name)
             .groupBy("run_id")
             .agg(F.max("finished_at").alias("finished_at"), F.min(F.col("success").cast("int")).alias("success"),
                  F.sort_array(F.collect_set(F.when(~F.col("success"), F.col("table")))).alias("failed"))

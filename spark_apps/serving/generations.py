@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
-from spark_apps.io import delta_log
-from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 
 GENERATIONS_TABLE = "audit.generations"
@@ -168,12 +167,12 @@ def spec_for(events: list[GenerationEvent], generation: str, given: str) -> str:
 
 def read(spark, settings: Settings, pipeline: str) -> list[GenerationEvent]:
     """Every event of the pipeline, oldest first."""
-    path = table_path(settings, GENERATIONS_TABLE)
-    if not delta_log.has_commits(path):
-        return []
     from pyspark.sql import functions as F
 
-    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline).orderBy("recorded_at")
+    recorded = read_if_present(spark, settings, GENERATIONS_TABLE)
+    if recorded is None:
+        return []
+    rows = recorded.where(F.col("pipeline") == pipeline).orderBy("recorded_at")
     return [GenerationEvent(**row.asDict()) for row in rows.collect()]
 
 

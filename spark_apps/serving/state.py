@@ -20,8 +20,8 @@ from spark_apps.audit.ledger import FULL, LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
-from spark_apps.io import delta_log, serving_cut
-from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io import serving_cut
+from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import generations
@@ -202,7 +202,7 @@ def _operator_cutoffs(spark, settings: Settings, pipeline: str) -> dict[str, dt.
     """Per table, when an operator last forced it back to the batch: evidence before that is void."""
     from pyspark.sql import functions as F
 
-    rows = _state_rows(spark, settings)
+    rows = read_if_present(spark, settings, SERVING_STATE_TABLE)
     if rows is None:
         return {}
     forced = rows.where((F.col("pipeline") == pipeline) & F.col("run_id").startswith(OPERATOR_RUN_PREFIX))
@@ -235,10 +235,11 @@ def _histories(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> di
     """
     from pyspark.sql import functions as F
 
-    path = table_path(settings, LEDGER_TABLE)
-    if not delta_log.has_commits(path):
-        raise PlatformError(f"no reconciliation ledger at {path}; run `kappa reconcile` first")
-    rows = spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline.name)
+    ledger = read_if_present(spark, settings, LEDGER_TABLE)
+    if ledger is None:
+        raise PlatformError(f"no reconciliation ledger at {table_path(settings, LEDGER_TABLE)}; "
+                            "run `kappa reconcile` first")
+    rows = ledger.where(F.col("pipeline") == pipeline.name)
     anchor = rows.where(F.col("run_id") == run_id).agg(F.min("started_at")).first()[0]
     if anchor is None:
         raise PlatformError(f"the ledger has no run {run_id!r} of pipeline {pipeline.name!r}")
@@ -280,16 +281,9 @@ def _append(spark, settings: Settings, pipeline: str, decisions: list[Decision])
     frame.write.format("delta").mode("append").save(str(table_path(settings, SERVING_STATE_TABLE)))
 
 
-def _state_rows(spark, settings: Settings):
-    path = table_path(settings, SERVING_STATE_TABLE)
-    if not delta_log.has_commits(path):
-        return None
-    return spark.read.format("delta").load(str(path))
-
-
 def _decisions(spark, settings: Settings, pipeline: str | None = None) -> list[Decision]:
     """Every recorded decision, oldest first."""
-    rows = _state_rows(spark, settings)
+    rows = read_if_present(spark, settings, SERVING_STATE_TABLE)
     if rows is None:
         return []
     if pipeline is not None:
@@ -323,10 +317,9 @@ def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str
     time. Rows from before the ledger had ``as_of`` stand for their start."""
     from pyspark.sql import functions as F
 
-    path = table_path(settings, LEDGER_TABLE)
-    if not delta_log.has_commits(path):
+    rows = read_if_present(spark, settings, LEDGER_TABLE)
+    if rows is None:
         return None
-    rows = spark.read.format("delta").load(str(path))
     stands_for = F.coalesce(F.col("as_of"), F.col("started_at")) if "as_of" in rows.columns else F.col("started_at")
     gold = [pipeline.tables(generation).gold(g.name) for g in pipeline.gold_tables]
     return (rows.where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold)
@@ -397,10 +390,10 @@ def _ledger_runs(spark, settings: Settings, pipeline: str) -> dict[tuple, dict]:
     ("run", run id, table) and ("stream", table, stream table)."""
     from pyspark.sql import functions as F
 
-    path = table_path(settings, LEDGER_TABLE)
-    if not delta_log.has_commits(path):
+    ledger = read_if_present(spark, settings, LEDGER_TABLE)
+    if ledger is None:
         return {}
-    rows = (spark.read.format("delta").load(str(path)).where(F.col("pipeline") == pipeline)
+    rows = (ledger.where(F.col("pipeline") == pipeline)
             .select("run_id", "table", "started_at", "stream_table", "stream_version", "end_offsets",
                     "snapshot_table", "snapshot_version").orderBy("started_at").collect())
     found: dict[tuple, dict] = {}
