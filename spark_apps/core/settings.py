@@ -164,6 +164,8 @@ class Settings:
             sub = f.metadata.get("under_home")
             if sub and getattr(self, f.name) is None:
                 object.__setattr__(self, f.name, self.home / sub)
+            elif isinstance(getattr(self, f.name), Path):
+                object.__setattr__(self, f.name, _absolute(getattr(self, f.name)))
             if f.name in SECRET_FIELDS and not isinstance(getattr(self, f.name), Secret):
                 object.__setattr__(self, f.name, Secret(str(getattr(self, f.name))))
         if not self.kafka_bootstrap_servers:
@@ -276,6 +278,14 @@ def is_loopback(host: str) -> bool:
     except ValueError:
         return False
     return (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
+
+
+def _absolute(path: Path) -> Path:
+    """A path given relative (``KAPPA_HOME=var/mine``) is taken from the working directory the settings are read in.
+    Kept relative, it would name another folder in every process started elsewhere (Airflow's tasks), and Delta
+    reads ``delta.`<path>``` (the stream's views) only for an absolute path: a relative one failed the view's
+    creation with "Unsupported data source type for direct query on files"."""
+    return Path(os.path.abspath(path))
 
 
 def _env_value(value: Any) -> str:

@@ -42,6 +42,19 @@ def test_overriding_home_moves_the_folders_derived_from_it():
     assert moved.kafka_bootstrap_servers == "127.0.0.1:1234"
 
 
+def test_a_relative_home_or_folder_is_taken_from_the_working_directory_and_kept_absolute(tmp_path, monkeypatch):
+    """Every process the platform starts (Airflow's tasks, dbt, the stream's views over ``delta.`<folder>```) gets
+    the same absolute folders, wherever it runs."""
+    monkeypatch.chdir(tmp_path)
+    settings = Settings.from_env({"KAPPA_HOME": "var/mine", "KAPPA_GX_DIR": "../gx"})
+    assert settings.home == tmp_path / "var" / "mine"
+    assert settings.warehouse_dir == tmp_path / "var" / "mine" / "warehouse"
+    assert settings.gx_dir == tmp_path.parent / "gx"
+    assert Settings(home=Path("elsewhere")).checkpoint_root == tmp_path / "elsewhere" / "checkpoints"
+    monkeypatch.chdir(tmp_path.parent)
+    assert Settings.from_env(settings.as_env()) == settings, "a child process started elsewhere finds the same folders"
+
+
 def test_the_jars_stay_with_the_installation_when_home_moves():
     default = Settings()
     moved = Settings.from_env({"KAPPA_HOME": "/data/x"})
