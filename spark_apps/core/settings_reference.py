@@ -24,7 +24,8 @@ HEADER = """# Settings
 One typed object, `Settings` in [`spark_apps/core/settings.py`](../spark_apps/core/settings.py), configures every
 app, DAG and test. Each field is overridden by an environment variable `KAPPA_<FIELD>`; Airflow tasks and child
 processes see the same values. A bad value ends a command with one line on stderr naming the variable.
-Paths marked `$KAPPA_HOME/...` follow `KAPPA_HOME` unless set themselves; `<repo>` is the checkout.
+Paths marked `$KAPPA_HOME/...` follow `KAPPA_HOME` unless set themselves; `<repo>` is the checkout. A relative path
+is taken from the working directory the command runs in, and every process it starts gets it absolute.
 Booleans accept `1/0`, `true/false`, `yes/no`, `on/off`; integers may contain `_`.
 Secrets show their variable only, never a value.
 
