@@ -33,7 +33,7 @@ help:
 	@echo "              every scenario must reconcile and check lost=0 duplicated=0 unexpected=0 (var/chaos/report.html)"
 	@echo "make bench  - producer, raw Kafka read, plain-append limit, platform stream, latency at 1k and 5k events/s,"
 	@echo "              recompute + reconcile, MERGE cost; bench/results/bench.json and bench.html (BENCH_ARGS=--help);"
-	@echo "              make bench BENCH_ARGS=--quick: one 200k size, latency at 1k events/s only (~15 min on 2 cores)"
+	@echo "              make bench BENCH_ARGS=--quick: one 200k size, latency at 1k events/s only (~6 min on 2 cores)"
 	@echo "make lint   - ruff over the code"
 	@echo "make docs   - regenerate docs/settings.md from the Settings object"
 	@echo "make clean  - delete var/ (broker data, warehouse, checkpoints, jars) and the virtualenv"
