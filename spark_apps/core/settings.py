@@ -82,6 +82,7 @@ class Settings:
     spark_driver_java_options: str = ""
     spark_shuffle_partitions: int = 4
     delta_snapshot_partitions: int = 1
+    deletion_vectors_min_bytes: int = 4 * 1024 * 1024
     spark_ui_enabled: bool = False
     # On a cluster master (not local[...]): each executor's memory, and the cores one app may take (0: all offered),
     # so that the stream, the auditor and dbt can run side by side on a small cluster.
@@ -187,6 +188,7 @@ class Settings:
             raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
         self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "delta_snapshot_partitions",
+                     "deletion_vectors_min_bytes",
                      "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
                      "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s", "future_skew_s",
@@ -379,6 +381,8 @@ FIELD_DOCS: dict[str, str] = {
     "spark_shuffle_partitions": "spark.sql.shuffle.partitions of every session.",
     "delta_snapshot_partitions": "Tasks of each Spark job that rebuilds or filters a Delta table's file list; "
                                  "each task generates its code anew, so 1 is fastest up to thousands of files.",
+    "deletion_vectors_min_bytes": "Size at which a stream table a MERGE updates gets deletion vectors for good; "
+                                  "a smaller one rewrites the small files a MERGE touches, which costs less.",
     "spark_ui_enabled": "Start Spark's web UI.",
     "spark_executor_memory": "Each executor's memory on a cluster master (not local[...]).",
     "spark_cores_max": "Cores one app may take on a cluster master; 0 takes all offered.",

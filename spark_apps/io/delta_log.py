@@ -18,6 +18,7 @@ from pathlib import Path
 from spark_apps.core.errors import PlatformError
 
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+CHECKSUM_FILE = re.compile(r"^(\d{20})\.crc$")
 
 
 @dataclass(frozen=True)
@@ -80,3 +81,16 @@ def read_commit(table: Path, version: int) -> Commit:
                 return Commit(version, info.get("operation") or "", info.get("userMetadata"),
                               {str(k): str(v) for k, v in (info.get("operationMetrics") or {}).items()})
     return Commit(version)
+
+
+def newest_checksum(table: Path) -> dict | None:
+    """The newest checksum file of the log (``<version>.crc``, which Delta writes with each commit): the table's
+    size, file count, metadata and protocol at that version, read without a Spark job. None when there is none."""
+    log = Path(table) / "_delta_log"
+    found = sorted((p for p in log.iterdir() if CHECKSUM_FILE.match(p.name)), reverse=True) if log.is_dir() else []
+    for path in found:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # being written, or cut short by a crash: the one before still holds
+            continue
+    return None

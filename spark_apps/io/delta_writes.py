@@ -54,6 +54,13 @@ BATCH_COMMIT_LOOKBACK = 20
 # MERGE of about 20 keys copied up to 457,000 rows (6-11 s); with the vectors it copies none (3.5-4 s). A table
 # created before keeps its protocol: turning them on upgrades it past older readers, so that is the owner's call.
 MERGE_TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+DELETION_VECTORS = "delta.enableDeletionVectors"
+# The stream's MERGE targets start with the vectors supported but off. While a table is small, rewriting the few small
+# files a MERGE's keys sit in costs less than marking its rows: 40 upserts into the 342 rows of a gold table took
+# 1.1-1.9 s in 8 Spark jobs without them and 2.0-4.8 s in 15 with them, and a 4 MB table in one file came out even
+# (docs/scaling.md). ``deletion_vectors_once_large`` turns them on when the table reaches
+# ``KAPPA_DELETION_VECTORS_MIN_BYTES``, for good; being supported from the start, that changes no protocol.
+STREAM_MERGE_TARGET_PROPERTIES = {"delta.feature.deletionVectors": "supported", DELETION_VECTORS: "false"}
 # Delta writes a table's checkpoint inside the commit whose version is a multiple of ``delta.checkpointInterval``
 # (10 by default). Every stream table commits once per micro-batch, so at one interval they would all write it in
 # the same batch, every tenth one (about 6 s on top of a 12 s small batch). Each table gets its own interval instead.
@@ -204,6 +211,22 @@ def upsert_gold_keys(spark, path: str, gold: GoldTable, on_time: DataFrame, affe
             on_time = affected.within_windows(on_time, gold.windows)
         rows = affected.rows_of(gold.key_rows(on_time, settings))
     upsert_recomputed(spark, path, gold.primary_keys, affected, gold.compute(rows, settings), app_id, batch_id)
+
+
+def deletion_vectors_once_large(spark, path: str, min_bytes: int) -> bool:
+    """Turn deletion vectors on for the table at ``path`` once it holds at least ``min_bytes``, as its newest checksum
+    file says (no Spark job); True when this call turned them on. Never off again: a table that grew large rarely
+    shrinks, and its compacted files are what a MERGE without them would copy."""
+    checksum = delta_log.newest_checksum(Path(path))
+    if not checksum or int(checksum.get("tableSizeBytes") or 0) < min_bytes:
+        return False
+    if str(((checksum.get("metadata") or {}).get("configuration") or {}).get(DELETION_VECTORS)).lower() == "true":
+        return False
+    with_retries(lambda: spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
+                 .collect(), f"turning deletion vectors on for {path}")
+    log.info("%s holds %d bytes: its MERGEs mark rows with deletion vectors from now on", path,
+             int(checksum["tableSizeBytes"]))
+    return True
 
 
 def with_retries(action: Callable[[], T], what: str, retries: int = CONFLICT_RETRIES,

@@ -31,7 +31,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
-from spark_apps.io.delta_writes import with_retries
+from spark_apps.io.delta_writes import deletion_vectors_once_large, with_retries
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving.state import SERVING_STATE_TABLE
 from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
@@ -81,6 +81,16 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
         if delta_log.has_commits(path):
             report.tables.append(_maintain_table(spark, table, str(path), settings.vacuum_retention_hours,
                                                 optimize, vacuum))
+    # OPTIMIZE compacts a gold table's small files into large ones, which a MERGE without deletion vectors would copy:
+    # one grown past the threshold gets them now, not only when its stream next starts.
+    for gold in pipeline.gold_tables:
+        path = table_path(settings, pipeline.tables().gold(gold.name))
+        try:
+            if delta_log.has_commits(path):
+                deletion_vectors_once_large(spark, str(path), settings.deletion_vectors_min_bytes)
+        except Exception as exc:  # noqa: BLE001 - the table keeps rewriting files; the checks below must still run
+            log.warning("deletion vectors for %s stay off: %s", path, str(exc).strip().splitlines()[0] if
+                        str(exc).strip() else type(exc).__name__)
     failed = {t.table: t.error for t in report.tables if t.error}
     if failed:
         raise_alert(spark, settings, Alert(

@@ -42,10 +42,12 @@ from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, tab
 from spark_apps.io.delta_changes import rows_added
 from spark_apps.io.delta_writes import (
     MERGE_TARGET_PROPERTIES,
+    STREAM_MERGE_TARGET_PROPERTIES,
     BatchCommit,
     append_once,
     batch_commit,
     commit_metadata,
+    deletion_vectors_once_large,
     merge_earliest,
     staggered_checkpoints,
     upsert_gold_keys,
@@ -172,12 +174,16 @@ class StreamJob:
                   self.tables.candidates: (candidates.schema, {}),
                   self.tables.events: (events.schema, merged | cdf),
                   self.tables.commits: (_commits_schema(), {})}
+        small = STREAM_MERGE_TARGET_PROPERTIES
         for gold in self.pipeline.gold_tables:
             output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
-            tables[self.tables.gold(gold.name)] = (output.schema, (merged | cdf) if gold.change_data_feed else merged)
+            tables[self.tables.gold(gold.name)] = (output.schema, (small | cdf) if gold.change_data_feed else small)
         checkpoints = staggered_checkpoints(list(tables))
         for name, (table_schema, properties) in tables.items():
             ensure_table(self.spark, self.settings, name, table_schema, properties=properties | checkpoints[name])
+        for gold in self.pipeline.gold_tables:
+            deletion_vectors_once_large(self.spark, self.path(self.tables.gold(gold.name)),
+                                        self.settings.deletion_vectors_min_bytes)
         register_derived_views(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import shutil
 from collections import Counter
@@ -118,19 +119,33 @@ def test_every_table_version_records_the_offsets_it_reflects(spark, restarted_st
     assert gold.end_offsets == batch_end_offsets(job.checkpoint, committed_batches(job.checkpoint)[-1], job.topic)
 
 
-def test_the_merges_of_the_stream_rewrite_only_the_rows_they_change(spark, restarted_stream):
-    """Deletion vectors: a MERGE marks the rows it replaces instead of copying the rest of their files."""
+def test_silver_marks_the_rows_a_merge_replaces_and_gold_does_once_it_reaches_the_size_for_it(spark, restarted_stream):
+    """Deletion vectors: ``silver.events`` always has them; a gold table rewrites the small files a MERGE touches
+    until it holds ``KAPPA_DELETION_VECTORS_MIN_BYTES``, and a stream start past that size turns them on."""
     job = restarted_stream.job
-    merges = {}
-    for table in [job.tables.events, *[job.tables.gold(g.name) for g in PIPELINE.gold_tables]]:
-        path = job.path(table)
-        assert spark.sql(f"SHOW TBLPROPERTIES delta.`{path}` ('delta.enableDeletionVectors')").first().value == "true"
-        merges[table] = [r.operationMetrics for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
-                         if r.operation == "MERGE"]
-        assert merges[table], f"{table} has MERGE commits"
-        assert {m["numTargetRowsCopied"] for m in merges[table]} == {"0"}, table
-    assert any(int(m["numTargetDeletionVectorsAdded"]) for m in merges[job.tables.gold("order_status")]), \
-        "an order's later payment replaced its row by marking it"
+
+    def vectors(path: str) -> str:
+        return spark.sql(f"SHOW TBLPROPERTIES delta.`{path}` ('delta.enableDeletionVectors')").first().value
+
+    def merges(path: str) -> list[dict]:
+        found = [r.operationMetrics for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+                 if r.operation == "MERGE"]
+        assert found, f"{path} has MERGE commits"
+        return found
+
+    silver = job.path(job.tables.events)
+    assert vectors(silver) == "true"
+    assert {m["numTargetRowsCopied"] for m in merges(silver)} == {"0"}
+    gold = [job.path(job.tables.gold(g.name)) for g in PIPELINE.gold_tables]
+    for path in gold:
+        assert vectors(path) == "false", "a few hundred rows: below the size"
+        assert {m["numTargetDeletionVectorsAdded"] for m in merges(path)} == {"0"}, path
+    assert any(int(m["numTargetRowsCopied"]) for m in merges(job.path(job.tables.gold("order_status")))), \
+        "an order's later payment rewrote the file its row was in"
+
+    StreamJob(spark, dataclasses.replace(job.settings, deletion_vectors_min_bytes=1), PIPELINE,
+              job.generation).ensure_tables()
+    assert [vectors(path) for path in gold] == ["true"] * len(gold)
 
 
 def test_each_stream_table_has_its_own_checkpoint_interval_so_at_most_three_checkpoint_in_one_of_100_batches(
