@@ -121,7 +121,11 @@ def deliver(settings: Settings, alert: Alert) -> list[Delivery]:
 
 def post_json(sink: str, url: str, payload: dict[str, Any], timeout_s: float, retries: int) -> Delivery:
     """POST ``payload``; retry connection errors, 5xx and 429 up to ``retries`` times, other answers are final."""
-    scheme = urllib.parse.urlsplit(url).scheme
+    try:
+        scheme = urllib.parse.urlsplit(url).scheme
+    except ValueError:  # a bracketed host that does not close, say: the message would quote the URL
+        return Delivery(sink, ok=False, error=f"the {sink} URL is malformed; check its KAPPA_ALERT_* setting",
+                        attempts=0)
     if scheme not in ("http", "https"):
         # The URL itself may hold a token (webhooks carry it in the path), so the error never quotes it.
         return Delivery(sink, ok=False, error=f"the {sink} URL is not http(s) (scheme {scheme or 'missing'!r}); "
@@ -161,7 +165,9 @@ def _attempt(request: urllib.request.Request, timeout_s: float) -> tuple[int | N
     except urllib.error.URLError as exc:
         return None, str(exc.reason), True
     except (http.client.InvalidURL, ValueError) as exc:  # trying a malformed URL again cannot help
-        return None, f"{type(exc).__name__}: {exc}", False
+        # Not quoted: the message holds the URL's path as repr() escapes it, which no redaction can match for sure.
+        return None, (f"{type(exc).__name__}: the URL is malformed (a space, a control character or a bad host); "
+                      "check its KAPPA_ALERT_* setting"), False
     except (OSError, http.client.HTTPException) as exc:
         return None, f"{type(exc).__name__}: {exc}", True
 

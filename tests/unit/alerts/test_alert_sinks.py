@@ -194,7 +194,8 @@ def test_a_refused_connection_fails_that_sink_only_and_is_logged_with_its_reason
 
 @pytest.mark.parametrize(("url", "error", "attempts"), [
     ("file:///etc/passwd", "the webhook URL is not http(s) (scheme 'file')", 0),
-    ("http://exa mple.com/hook", "InvalidURL: URL can't contain control characters", 1)])
+    ("http://exa mple.com/hook", "InvalidURL: the URL is malformed", 1),
+    ("http://[::1/hook", "the webhook URL is malformed", 0)])
 def test_a_malformed_url_is_a_failed_delivery_tried_at_most_once_not_an_exception(tmp_path, url, error, attempts):
     webhook, = deliver(Settings(home=tmp_path, alert_webhook_url=url), an_alert())
     assert (webhook.ok, webhook.attempts) == (False, attempts)
@@ -202,7 +203,8 @@ def test_a_malformed_url_is_a_failed_delivery_tried_at_most_once_not_an_exceptio
 
 
 @pytest.mark.parametrize("url", ["hooks.example.com/services/T0/B0/S3CR3TT0KEN",
-                                 "http://hooks.example.com/services/T0 B0/S3CR3TT0KEN?token=S3CR3TT0KEN"])
+                                 "http://hooks.example.com/services/T0 B0/S3CR3TT0KEN?token=S3CR3TT0KEN",
+                                 "https://127.0.0.1:9/hooks/S3CR3TT0KEN\tX", "http://[::1/S3CR3TT0KEN"])
 def test_a_failed_delivery_never_quotes_the_token_in_the_url(tmp_path, url):
     webhook, = deliver(Settings(home=tmp_path, alert_webhook_url=url), an_alert())
     assert not webhook.ok and webhook.error
