@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -233,6 +234,9 @@ def load_pipeline(spec: str) -> Pipeline:
                                 "(or give module:attribute)")
         target = found[0].value
     module_name, _, attribute = target.partition(":")
+    if not all(part.isidentifier() for part in (*module_name.split("."), attribute)):
+        raise PlatformError(f"cannot load pipeline {target!r}: give module:attribute, e.g. my_pipeline:PIPELINE "
+                            "(a dotted module name, no relative import)")
     try:
         pipeline = getattr(_import_from_working_directory(module_name), attribute)
     except (ImportError, AttributeError) as exc:
@@ -240,9 +244,20 @@ def load_pipeline(spec: str) -> Pipeline:
                             f"from the working directory ({Path.cwd()}) or PYTHONPATH; run from the folder "
                             "that holds the module, or register it under the entry-point group "
                             f"{ENTRY_POINT_GROUP!r}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed as it ran: say where, in one line
+        raise PlatformError(f"cannot load pipeline {target!r}: importing {module_name} raised "
+                            f"{type(exc).__name__}: {exc} ({_where(exc)})") from None
     if not isinstance(pipeline, Pipeline):
         raise PlatformError(f"{target!r} is a {type(pipeline).__name__}, not a Pipeline")
     return pipeline
+
+
+def _where(exc: BaseException) -> str:
+    """Where an import failed: the file and line of a syntax error, else of the innermost frame that raised."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "at import"
 
 
 def _import_from_working_directory(module_name: str):

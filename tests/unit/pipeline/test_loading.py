@@ -31,6 +31,23 @@ def test_a_pipeline_that_cannot_be_imported_says_where_it_was_looked_for(outside
         load_pipeline("nowhere:PIPELINE")
 
 
+@pytest.mark.parametrize("spec", [":", ".relative:PIPELINE", "my_sensors:", "my sensors:PIPELINE"])
+def test_a_spec_that_is_no_module_attribute_is_refused_in_one_line(outside_the_project, spec):
+    with pytest.raises(PlatformError, match=r"give module:attribute, e\.g\. my_pipeline:PIPELINE"):
+        load_pipeline(spec)
+
+
+@pytest.mark.parametrize(("source", "raised"), [
+    ("def f(:\n", r"SyntaxError: .* \(.*broken\.py:1\)"),
+    ("x = 1\nraise RuntimeError('no config')\n", r"RuntimeError: no config \(.*broken\.py:2\)")])
+def test_a_pipeline_module_that_fails_as_it_runs_says_what_and_where(outside_the_project, monkeypatch, source, raised):
+    (outside_the_project / "broken.py").write_text(source)
+    monkeypatch.delitem(sys.modules, "broken", raising=False)
+    with pytest.raises(PlatformError, match=rf"cannot load pipeline 'broken:PIPELINE': importing broken raised "
+                                            rf"{raised}"):
+        load_pipeline("broken:PIPELINE")
+
+
 def test_an_unknown_pipeline_name_lists_the_registered_ones():
     with pytest.raises(PlatformError, match="no pipeline named 'nope'; registered: .*marketplace"):
         load_pipeline("nope")
