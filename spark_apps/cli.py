@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Callable, Sequence
 
@@ -697,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _positive(kind: type, strict: bool):
-    """An argparse type: a number of ``kind`` that is >= 1 (``strict``: > 0), with a one-line error."""
+    """An argparse type: a finite number of ``kind`` that is >= 1 (``strict``: > 0), with a one-line error."""
     noun = "a whole number" if kind is int else "a number"
 
     def parse(text: str):
@@ -705,6 +706,8 @@ def _positive(kind: type, strict: bool):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
         if value <= 0 or (not strict and value < 1):
             raise argparse.ArgumentTypeError(f"expected {noun} {'> 0' if strict else '>= 1'}, got {text}")
         return value

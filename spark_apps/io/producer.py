@@ -310,18 +310,31 @@ def json_lines(text: str, schema: EventSchema, name: str = "events") -> list[Fil
     return records
 
 
+def _csv_rows(reader, name: str) -> Iterator[list[str]]:
+    """The reader's rows; a row the csv module cannot read (a field over its size limit, say) is one line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise PlatformError(f"{name} line {reader.line_num}: not CSV ({exc})") from None
+        yield row
+
+
 def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:
     """One event per row under a header row; typed by the schema's field kinds, sent as compact JSON. A file
     without an event type or version column gets the pipeline's only one (``implied_fields``)."""
     reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, None)
+    rows = _csv_rows(reader, name)
+    header = next(rows, None)
     if not header or not any(column.strip() for column in header):
         raise PlatformError(f"{name}: no header row; a CSV file of events starts with the field names")
     header = [column.strip() for column in header]
     _check_header(header, name)
     implied = implied_fields(schema, header)
     records = []
-    for row in reader:
+    for row in rows:
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):

@@ -95,6 +95,7 @@ def test_a_csv_cell_that_cannot_have_its_fields_kind_is_refused(cell, message):
     ("events.csv", "event_id,event_id\ne1,e2\n", "header names event_id more than once"),
     ("events.csv", "event_id,\ne1,x\n", "header column 2 has no name"),
     ("events.txt", "{}", "cannot tell the format"),
+    ("events.csv", "event_id,order_id\ne1," + "o" * 200_000 + "\n", "events.csv line 2: not CSV (field larger than"),
 ])
 def test_a_bad_file_is_one_line_naming_the_file_and_the_line(tmp_path, name, text, message):
     path = tmp_path / name
@@ -118,6 +119,17 @@ def test_the_cli_reports_a_bad_file_before_reaching_kafka(tmp_path, capsys, monk
     assert main(["produce", "--file", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err == "kappa produce: error: events.csv line 2: amount_cents must be a whole number, got 'lots'"
+
+
+@pytest.mark.parametrize("argv", [["produce", "--duration", "inf", "--rate", "1"],
+                                  ["produce", "--duration", "1", "--rate", "nan"],
+                                  ["produce", "--duration", "1e400", "--rate", "1"]])
+def test_an_infinite_or_not_a_number_count_is_refused_by_the_argument_parser(argv, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "expected a finite number, got" in err[-1] and "Traceback" not in "\n".join(err)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
