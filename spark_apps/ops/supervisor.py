@@ -33,7 +33,7 @@ from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
 from spark_apps.io.topics import LogState, describe_log
 from spark_apps.pipeline.declaration import load_pipeline
-from spark_apps.services.processes import cmdline
+from spark_apps.services.processes import cmdline, read_pid
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
 # second), so the supervisor never starts a second query on the same checkpoint.
@@ -302,9 +302,8 @@ def read_heartbeat(settings: Settings) -> dict | None:
 
 def stream_pid(settings: Settings) -> int | None:
     """The pid of the running supervised stream, or None."""
-    try:
-        pid = int(pid_path(settings).read_text().strip())
-    except (FileNotFoundError, ValueError):
+    pid = read_pid(pid_path(settings))
+    if pid is None:
         return None
     return pid if is_stream_command(cmdline(pid), settings.pipeline) else None
 

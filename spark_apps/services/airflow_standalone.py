@@ -25,7 +25,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.services.airflow_env import ADMIN_USER, airflow_environment
-from spark_apps.services.processes import cmdline, group_members, groups_of_tree, port_in_use
+from spark_apps.services.processes import cmdline, group_members, groups_of_tree, port_in_use, read_pid
 
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
@@ -167,9 +167,8 @@ def health(settings: Settings) -> dict | None:
 
 def running_group(settings: Settings) -> int | None:
     """The process group of our running Airflow, or None (a stale pid file is removed)."""
-    try:
-        group = int(pid_file(settings).read_text().strip())
-    except (FileNotFoundError, ValueError):
+    group = read_pid(pid_file(settings))
+    if group is None:
         return None
     if any("airflow" in " ".join(cmdline(pid)) for pid in group_members(group)):
         return group

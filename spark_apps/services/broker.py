@@ -21,6 +21,7 @@ from spark_apps.services.processes import (
     java_binary,
     port_in_use,
     process_alive,
+    read_pid,
     runs_with_argument,
     stop_process,
     terminate_with_parent,
@@ -190,9 +191,8 @@ class EmbeddedBroker:
 
     def pid(self) -> int | None:
         """The pid of our running broker, or None (a stale pid file is removed)."""
-        try:
-            pid = int(self.paths.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
+        pid = read_pid(self.paths.pid_file)
+        if pid is None:
             return None
         if process_alive(pid) and runs_with_argument(pid, str(self.paths.config_file)):
             return pid

@@ -20,6 +20,7 @@ from spark_apps.services.processes import (
     java_binary,
     port_in_use,
     process_alive,
+    read_pid,
     runs_with_argument,
     stop_process,
     terminate_with_parent,
@@ -82,9 +83,8 @@ class CatalogServer:
 
     def pid(self) -> int | None:
         """The pid of our running server, or None (a stale pid file is removed)."""
-        try:
-            pid = int(self.paths.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
+        pid = read_pid(self.paths.pid_file)
+        if pid is None:
             return None
         if process_alive(pid) and runs_with_argument(pid, self._home_option()):
             return pid

@@ -35,6 +35,7 @@ from spark_apps.services.broker import (
 from spark_apps.services.processes import (
     port_in_use,
     process_alive,
+    read_pid,
     runs_with_argument,
     stop_process,
     terminate_with_parent,
@@ -175,9 +176,8 @@ class SparkDaemon:
 
     def pid(self) -> int | None:
         """The pid of our running daemon, or None (a stale pid file is removed)."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
+        pid = read_pid(self.pid_file)
+        if pid is None:
             return None
         if process_alive(pid) and runs_with_argument(pid, str(self.properties_file)):
             return pid

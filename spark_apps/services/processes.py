@@ -34,6 +34,20 @@ def port_in_use(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+# Linux's largest pid (kernel.pid_max can be at most 2^22).
+MAX_PID = 4_194_304
+
+
+def read_pid(path: Path) -> int | None:
+    """The pid a pid file holds, or None: no file, an unreadable one (a folder, a home that is a file) or one that
+    holds no pid (cut short, or a number no process can have)."""
+    try:
+        pid = int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if 0 < pid <= MAX_PID else None
+
+
 def process_alive(pid: int) -> bool:
     """True for a live process; a zombie (exited, not yet reaped) counts as gone."""
     try:

@@ -22,6 +22,7 @@ from spark_apps.services.catalog_server import require_running
 from spark_apps.services.processes import (
     port_in_use,
     process_alive,
+    read_pid,
     runs_with_argument,
     stop_process,
     terminate_with_parent,
@@ -58,9 +59,8 @@ class SqlEndpoint:
 
     def pid(self) -> int | None:
         """The pid of our running endpoint, or None (a stale pid file is removed)."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
+        pid = read_pid(self.pid_file)
+        if pid is None:
             return None
         if process_alive(pid) and runs_with_argument(pid, self._marker()):
             return pid
