@@ -11,11 +11,14 @@ catalog database that was lost or a warehouse restored from a copy. It costs one
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def table_path(settings: Settings, table: str) -> Path:
@@ -143,7 +146,9 @@ def delta_relation(settings: Settings, table: str) -> str:
 
 
 def _split(table: str) -> tuple[str, str]:
+    """``schema.name``, each a plain name: one that holds a path separator would name a folder outside the
+    warehouse."""
     parts = table.split(".")
-    if len(parts) != 2 or not all(parts):
-        raise ValueError(f"table names are schema.name, got {table!r}")
+    if len(parts) != 2 or not all(_PLAIN_NAME.fullmatch(part) for part in parts):
+        raise PlatformError(f"table names are schema.name (letters, digits, _ and -), got {table!r}")
     return parts[0], parts[1]

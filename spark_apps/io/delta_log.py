@@ -74,8 +74,12 @@ def read_commit(table: Path, version: int) -> Commit:
     """One commit's ``commitInfo``. Delta writes it as the file's first action; the rest is read only if not."""
     path = Path(table) / "_delta_log" / f"{version:020d}.json"
     with path.open(encoding="utf-8") as lines:
-        for line in lines:
-            action = json.loads(line) if line.strip() else {}
+        for number, line in enumerate(lines, start=1):
+            try:
+                action = json.loads(line) if line.strip() else {}
+            except ValueError as exc:
+                raise PlatformError(f"{path} line {number} is not a Delta action ({exc}); the table's log is "
+                                    "damaged: restore the file from a backup") from None
             if "commitInfo" in action:
                 info = action["commitInfo"]
                 return Commit(version, info.get("operation") or "", info.get("userMetadata"),

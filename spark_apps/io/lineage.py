@@ -96,6 +96,11 @@ def caught_up(settings, checkpoint: Path, topic: str) -> bool:
     return all(consumed.get(p, 0) >= end for p, (_, end) in partition_offsets(settings, topic).items())
 
 
+# What the stream's own commits carry in their userMetadata (``stream.job``); a commit without all of it is another
+# writer's, whatever else it says.
+STREAM_COMMIT_KEYS = frozenset({"app_id", "batch_id", "topic", "stream_start_offsets", "end_offsets"})
+
+
 def position_at(table_path: str, version: int | None = None) -> StreamPosition:
     """The stream position recorded by the newest stream commit at or before ``version``."""
     versions = delta_log.commit_versions(Path(table_path))
@@ -107,7 +112,7 @@ def position_at(table_path: str, version: int | None = None) -> StreamPosition:
         raise PlatformError(f"{table_path} has versions 0..{latest}, not {wanted}")
     for listed in (v for v in versions if v <= wanted):
         meta = delta_log.read_commit(Path(table_path), listed).meta
-        if "batch_id" in meta:
+        if STREAM_COMMIT_KEYS <= meta.keys():
             return StreamPosition(
                 table_version=wanted, app_id=meta["app_id"], batch_id=meta["batch_id"], topic=meta["topic"],
                 start_offsets={int(p): o for p, o in meta["stream_start_offsets"].items()},

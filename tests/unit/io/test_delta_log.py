@@ -74,3 +74,26 @@ def test_a_table_is_there_only_when_its_log_holds_a_commit_or_a_checkpoint(tmp_p
     (log / f"{0:020d}.json").unlink()
     (log / "_last_checkpoint").write_text("{}")
     assert delta_log.has_commits(table), "commits cleaned up behind a checkpoint"
+
+
+def test_a_damaged_commit_file_is_one_line_naming_it(tmp_path):
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}.json").write_text("not json\n")
+    with pytest.raises(PlatformError, match=r"00000000000000000000\.json line 1 is not a Delta action") as raised:
+        list(delta_log.commits(tmp_path / "t"))
+    assert "\n" not in str(raised.value)
+
+
+def test_the_stream_position_passes_over_a_commit_another_writer_tagged_with_a_batch_id(tmp_path):
+    from spark_apps.io.lineage import position_at
+
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    stream = {"app_id": "app", "batch_id": 3, "topic": "events", "stream_start_offsets": {"0": 0},
+              "end_offsets": {"0": 12}}
+    for version, meta in enumerate([stream, {"batch_id": 1}]):
+        (log / f"{version:020d}.json").write_text(
+            json.dumps({"commitInfo": {"operation": "WRITE", "userMetadata": json.dumps(meta)}}) + "\n")
+    position = position_at(str(tmp_path / "t"))
+    assert (position.table_version, position.app_id, position.batch_id, position.end_offsets) == (1, "app", 3, {0: 12})
