@@ -85,12 +85,8 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     # one grown past the threshold gets them now, not only when its stream next starts.
     for gold in pipeline.gold_tables:
         path = table_path(settings, pipeline.tables().gold(gold.name))
-        try:
-            if delta_log.has_commits(path):
-                deletion_vectors_once_large(spark, str(path), settings.deletion_vectors_min_bytes)
-        except Exception as exc:  # noqa: BLE001 - the table keeps rewriting files; the checks below must still run
-            log.warning("deletion vectors for %s stay off: %s", path, str(exc).strip().splitlines()[0] if
-                        str(exc).strip() else type(exc).__name__)
+        if delta_log.has_commits(path):
+            deletion_vectors_once_large(spark, str(path), settings.deletion_vectors_min_bytes)
     failed = {t.table: t.error for t in report.tables if t.error}
     if failed:
         raise_alert(spark, settings, Alert(

@@ -67,3 +67,16 @@ def test_the_size_comes_from_the_newest_readable_checksum_file(tmp_path):
     (log / f"{1:020d}.crc").write_text('{"tableSizeBytes": 10}')
     (log / f"{2:020d}.crc").write_text('{"tableSize')
     assert delta_log.newest_checksum(tmp_path) == {"tableSizeBytes": 10}, "a cut-short newest one is passed over"
+
+
+def test_a_failed_switch_leaves_the_table_rewriting_files_and_is_said_in_the_log_not_raised(tmp_path, caplog):
+    class RefusingSession:
+        def sql(self, statement):
+            raise RuntimeError(f"the metastore is gone while running {statement.split()[0]}")
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    (log / f"{3:020d}.crc").write_text(
+        '{"tableSizeBytes": 5000000, "metadata": {"configuration": {"delta.enableDeletionVectors": "false"}}}')
+    assert not deletion_vectors_once_large(RefusingSession(), str(tmp_path), min_bytes=4_000_000)
+    assert "stay off until the next stream start or maintenance: the metastore is gone" in caplog.text
