@@ -381,8 +381,9 @@ FIELD_DOCS: dict[str, str] = {
     "spark_shuffle_partitions": "spark.sql.shuffle.partitions of every session.",
     "delta_snapshot_partitions": "Tasks of each Spark job that rebuilds or filters a Delta table's file list; "
                                  "each task generates its code anew, so 1 is fastest up to thousands of files.",
-    "deletion_vectors_min_bytes": "Size at which a stream table a MERGE updates gets deletion vectors for good; "
-                                  "a smaller one rewrites the small files a MERGE touches, which costs less.",
+    "deletion_vectors_min_bytes": "Size at which a gold table gets deletion vectors for good (checked at each "
+                                  "stream start and `kappa maintain`); a smaller one's MERGE rewrites the small "
+                                  "files it touches, which costs less.",
     "spark_ui_enabled": "Start Spark's web UI.",
     "spark_executor_memory": "Each executor's memory on a cluster master (not local[...]).",
     "spark_cores_max": "Cores one app may take on a cluster master; 0 takes all offered.",

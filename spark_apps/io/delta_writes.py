@@ -53,14 +53,14 @@ BATCH_COMMIT_LOOKBACK = 20
 # and writes only those, instead of copying every other row of the files they sit in: at 1M-event tables a gold
 # MERGE of about 20 keys copied up to 457,000 rows (6-11 s); with the vectors it copies none (3.5-4 s). A table
 # created before keeps its protocol: turning them on upgrades it past older readers, so that is the owner's call.
-MERGE_TARGET_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 DELETION_VECTORS = "delta.enableDeletionVectors"
-# The stream's MERGE targets start with the vectors supported but off. While a table is small, rewriting the few small
+MERGE_TARGET_PROPERTIES = {DELETION_VECTORS: "true"}
+# A gold table starts with the vectors supported but off. While a table is small, rewriting the few small
 # files a MERGE's keys sit in costs less than marking its rows: 40 upserts into the 342 rows of a gold table took
 # 1.1-1.9 s in 8 Spark jobs without them and 2.0-4.8 s in 15 with them, and a 4 MB table in one file came out even
 # (docs/scaling.md). ``deletion_vectors_once_large`` turns them on when the table reaches
 # ``KAPPA_DELETION_VECTORS_MIN_BYTES``, for good; being supported from the start, that changes no protocol.
-STREAM_MERGE_TARGET_PROPERTIES = {"delta.feature.deletionVectors": "supported", DELETION_VECTORS: "false"}
+GOLD_TABLE_PROPERTIES = {"delta.feature.deletionVectors": "supported", DELETION_VECTORS: "false"}
 # Delta writes a table's checkpoint inside the commit whose version is a multiple of ``delta.checkpointInterval``
 # (10 by default). Every stream table commits once per micro-batch, so at one interval they would all write it in
 # the same batch, every tenth one (about 6 s on top of a 12 s small batch). Each table gets its own interval instead.

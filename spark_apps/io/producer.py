@@ -312,14 +312,10 @@ def json_lines(text: str, schema: EventSchema, name: str = "events") -> list[Fil
 
 def _csv_rows(reader, name: str) -> Iterator[list[str]]:
     """The reader's rows; a row the csv module cannot read (a field over its size limit, say) is one line."""
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise PlatformError(f"{name} line {reader.line_num}: not CSV ({exc})") from None
-        yield row
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise PlatformError(f"{name} line {reader.line_num}: not CSV ({exc})") from None
 
 
 def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:

@@ -31,11 +31,11 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
-from spark_apps.io.delta_writes import deletion_vectors_once_large, with_retries
+from spark_apps.io.delta_writes import with_retries
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving.state import SERVING_STATE_TABLE
 from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
-from spark_apps.stream.job import StreamJob
+from spark_apps.stream.job import StreamJob, large_gold_tables_get_deletion_vectors
 
 log = logging.getLogger(__name__)
 SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)
@@ -83,10 +83,7 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
                                                 optimize, vacuum))
     # OPTIMIZE compacts a gold table's small files into large ones, which a MERGE without deletion vectors would copy:
     # one grown past the threshold gets them now, not only when its stream next starts.
-    for gold in pipeline.gold_tables:
-        path = table_path(settings, pipeline.tables().gold(gold.name))
-        if delta_log.has_commits(path):
-            deletion_vectors_once_large(spark, str(path), settings.deletion_vectors_min_bytes)
+    large_gold_tables_get_deletion_vectors(spark, settings, pipeline)
     failed = {t.table: t.error for t in report.tables if t.error}
     if failed:
         raise_alert(spark, settings, Alert(

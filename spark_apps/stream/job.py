@@ -41,8 +41,8 @@ from spark_apps.io import lineage, log_identity, serving_cut
 from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, table_path
 from spark_apps.io.delta_changes import rows_added
 from spark_apps.io.delta_writes import (
+    GOLD_TABLE_PROPERTIES,
     MERGE_TARGET_PROPERTIES,
-    STREAM_MERGE_TARGET_PROPERTIES,
     BatchCommit,
     append_once,
     batch_commit,
@@ -123,6 +123,14 @@ class BatchStats:
     future_events: int = 0
 
 
+def large_gold_tables_get_deletion_vectors(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> None:
+    """Each gold table of ``pipeline`` that has reached ``KAPPA_DELETION_VECTORS_MIN_BYTES`` gets deletion vectors
+    (``deletion_vectors_once_large``; a table not created yet has no checksum and is left alone)."""
+    for gold in pipeline.gold_tables:
+        deletion_vectors_once_large(spark, str(table_path(settings, pipeline.tables(generation).gold(gold.name))),
+                                    settings.deletion_vectors_min_bytes)
+
+
 class StreamJob:
     """Builds the tables, checks the checkpoint against them, runs the query."""
 
@@ -174,16 +182,14 @@ class StreamJob:
                   self.tables.candidates: (candidates.schema, {}),
                   self.tables.events: (events.schema, merged | cdf),
                   self.tables.commits: (_commits_schema(), {})}
-        small = STREAM_MERGE_TARGET_PROPERTIES
+        small = GOLD_TABLE_PROPERTIES
         for gold in self.pipeline.gold_tables:
             output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
             tables[self.tables.gold(gold.name)] = (output.schema, (small | cdf) if gold.change_data_feed else small)
         checkpoints = staggered_checkpoints(list(tables))
         for name, (table_schema, properties) in tables.items():
             ensure_table(self.spark, self.settings, name, table_schema, properties=properties | checkpoints[name])
-        for gold in self.pipeline.gold_tables:
-            deletion_vectors_once_large(self.spark, self.path(self.tables.gold(gold.name)),
-                                        self.settings.deletion_vectors_min_bytes)
+        large_gold_tables_get_deletion_vectors(self.spark, self.settings, self.pipeline, self.generation)
         register_derived_views(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------

@@ -6,7 +6,7 @@ from pathlib import Path
 from delta.tables import DeltaTable
 
 from spark_apps.io import delta_log
-from spark_apps.io.delta_writes import DELETION_VECTORS, STREAM_MERGE_TARGET_PROPERTIES, deletion_vectors_once_large
+from spark_apps.io.delta_writes import DELETION_VECTORS, GOLD_TABLE_PROPERTIES, deletion_vectors_once_large
 
 SCHEMA = "id string, amount long"
 
@@ -14,7 +14,7 @@ SCHEMA = "id string, amount long"
 def small_table(spark, tmp_path) -> str:
     path = str(tmp_path / f"t-{uuid.uuid4().hex[:8]}")
     builder = DeltaTable.create(spark).location(path).addColumns(spark.createDataFrame([], SCHEMA).schema)
-    for key, value in STREAM_MERGE_TARGET_PROPERTIES.items():
+    for key, value in GOLD_TABLE_PROPERTIES.items():
         builder = builder.property(key, value)
     builder.execute()
     spark.createDataFrame([(f"k{i}", i) for i in range(50)], SCHEMA).coalesce(1).write.format("delta") \
