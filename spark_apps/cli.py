@@ -91,6 +91,9 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
 
     from spark_apps.serving.sql_endpoint import SqlEndpoint, beeline_command, jdbc_url
 
+    if args.beeline_args and args.action != "beeline":
+        raise PlatformError(f"sql {args.action} takes no arguments, got {' '.join(args.beeline_args)!r} (only "
+                            "beeline passes its arguments on)")
     endpoint = SqlEndpoint(settings)
     if args.action == "start":
         endpoint.start()
@@ -259,10 +262,12 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.serving import state as serving
 
+    if args.action == "advance" and not args.run_id:
+        raise PlatformError("advance needs --run-id (the reconciliation whose verdict to apply)")
+    if args.action == "fallback" and not args.reason:
+        raise PlatformError("fallback needs --reason (recorded with the decision)")
     spark = get_spark(settings, app_name="kappa-serving")
     if args.action == "advance":
-        if not args.run_id:
-            raise PlatformError("advance needs --run-id (the reconciliation whose verdict to apply)")
         pipeline = load_pipeline(args.pipeline or settings.pipeline)
         decisions = serving.advance(spark, settings, pipeline, args.run_id)
         print("\n".join(_serving_line(d) for d in decisions))
@@ -270,8 +275,6 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
                                 "decisions": [d.as_json() for d in decisions]})
         return 0
     if args.action == "fallback":
-        if not args.reason:
-            raise PlatformError("fallback needs --reason (recorded with the decision)")
         decisions = serving.fall_back(spark, settings, load_pipeline(args.pipeline or settings.pipeline), args.reason)
         print("\n".join(_serving_line(d) for d in decisions) or "no gold table is served yet; nothing to do")
         _write_json(args.json, {"decisions": [d.as_json() for d in decisions]})

@@ -8,7 +8,10 @@ Paths default to folders under ``KAPPA_HOME`` (the project's ignored ``var/`` fo
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import ipaddress
+import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from spark_apps.core.secret import Secret
 
 ENV_PREFIX = "KAPPA_"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+log = logging.getLogger(__name__)
 
 
 def _under_home(name: str) -> Any:
@@ -195,6 +199,11 @@ class Settings:
                      "kappa_audit_every_s", "full_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
+        for name in ("kafka_start_timeout_s", "catalog_start_timeout_s", "sql_start_timeout_s", "trigger_interval_s",
+                     "alert_timeout_s"):
+            seconds = getattr(self, name)
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise SettingsError(f"{_env_name(name)} must be a finite number of seconds above 0, got {seconds}")
         if self.reconcile_deadline_s < 0:
             raise SettingsError(f"KAPPA_RECONCILE_DEADLINE_S must be >= 0, got {self.reconcile_deadline_s}")
         if not 0 <= self.dead_letter_max_ratio < 1:
@@ -244,6 +253,7 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from ``KAPPA_*`` variables; explicit keyword overrides win."""
         environ = os.environ if environ is None else environ
+        _warn_unknown(environ)
         hints = get_type_hints(cls)
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -288,6 +298,23 @@ def _absolute(path: Path) -> Path:
     reads ``delta.`<path>``` (the stream's views) only for an absolute path: a relative one failed the view's
     creation with "Unsupported data source type for direct query on files"."""
     return Path(os.path.abspath(path))
+
+
+def _warn_unknown(environ: Mapping[str, str]) -> None:
+    """A ``KAPPA_*`` variable that names no setting is ignored, and said once per process: a misspelled one
+    (``KAPPA_TRIGER_INTERVAL_S``) would otherwise leave its default in force without a word. A warning, not an
+    error, so that an environment still carrying a setting a newer version dropped keeps working."""
+    known = [_env_name(f.name) for f in dataclasses.fields(Settings)]
+    for name in sorted(n for n in environ if n.startswith(ENV_PREFIX) and n not in known):
+        if name in _WARNED_UNKNOWN:
+            continue
+        _WARNED_UNKNOWN.add(name)
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        log.warning("%s is not a setting%s; it is ignored (docs/settings.md lists them)", name, hint)
+
+
+_WARNED_UNKNOWN: set[str] = set()
 
 
 def _env_value(value: Any) -> str:

@@ -69,6 +69,10 @@ def test_the_jars_stay_with_the_installation_when_home_moves():
     ("KAPPA_SPARK_UI_ENABLED", "maybe", "KAPPA_SPARK_UI_ENABLED must be true or false"),
     ("KAPPA_TOPIC_PARTITIONS", "0", "KAPPA_TOPIC_PARTITIONS must be at least 1"),
     ("KAPPA_ALLOWED_LATENESS_S", "-5", "KAPPA_ALLOWED_LATENESS_S must be >= 0"),
+    ("KAPPA_TRIGGER_INTERVAL_S", "-5", "KAPPA_TRIGGER_INTERVAL_S must be a finite number of seconds above 0"),
+    ("KAPPA_TRIGGER_INTERVAL_S", "nan", "KAPPA_TRIGGER_INTERVAL_S must be a finite number of seconds above 0"),
+    ("KAPPA_ALERT_TIMEOUT_S", "inf", "KAPPA_ALERT_TIMEOUT_S must be a finite number of seconds above 0"),
+    ("KAPPA_KAFKA_START_TIMEOUT_S", "0", "KAPPA_KAFKA_START_TIMEOUT_S must be a finite number of seconds above 0"),
 ])
 def test_a_bad_value_is_refused_with_a_message_naming_the_variable(variable, value, message):
     with pytest.raises(SettingsError, match=message):
@@ -117,3 +121,40 @@ def test_a_service_address_beyond_loopback_is_refused_unless_remote_is_allowed(v
     assert Settings.from_env({variable: "0.0.0.0", "KAPPA_ALLOW_REMOTE": "true"}).allow_remote
     for loopback in ("127.0.0.2", "localhost", "::1", "::ffff:127.0.0.1"):
         Settings.from_env({variable: loopback})
+
+
+def test_a_misspelled_variable_is_said_once_with_the_setting_it_likely_meant(caplog):
+    import spark_apps.core.settings as settings_module
+
+    settings_module._WARNED_UNKNOWN.discard("KAPPA_TRIGER_INTERVAL_S")
+    environ = {"KAPPA_TRIGER_INTERVAL_S": "9", "KAPPA_KAFKA_PORT": "19092", "OTHER_VARIABLE": "x"}
+    with caplog.at_level("WARNING", logger="spark_apps.core.settings"):
+        settings = Settings.from_env(environ)
+        Settings.from_env(environ)
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == ["KAPPA_TRIGER_INTERVAL_S is not a setting (did you mean KAPPA_TRIGGER_INTERVAL_S?); it is "
+                      "ignored (docs/settings.md lists them)"]
+    assert settings.trigger_interval_s == Settings().trigger_interval_s and settings.kafka_port == 19092
+
+
+def test_every_variable_a_child_process_gets_is_a_setting(caplog):
+    with caplog.at_level("WARNING", logger="spark_apps.core.settings"):
+        assert Settings.from_env(Settings().as_env()) == Settings()
+    assert not caplog.records
+
+
+def test_sql_status_refuses_arguments_only_beeline_takes(capsys):
+    assert main(["sql", "status", "--bogus"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("kappa sql: error: sql status takes no arguments, got '--bogus' (only beeline passes its "
+                   "arguments on)")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["serving", "advance"], "advance needs --run-id"),
+    (["serving", "fallback"], "fallback needs --reason"),
+])
+def test_serving_refuses_a_missing_argument_before_starting_spark(argv, message, capsys, monkeypatch):
+    monkeypatch.setattr("spark_apps.io.spark_session.get_spark", lambda *a, **k: pytest.fail("no Spark for a refusal"))
+    assert main(argv) == 1
+    assert capsys.readouterr().err.strip().startswith(f"kappa serving: error: {message}")
