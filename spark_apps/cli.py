@@ -357,8 +357,32 @@ def _write_json(path: str | None, payload: dict) -> None:
     from pathlib import Path
 
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(payload, indent=2, default=str))
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps(payload, indent=2, default=str))
+        except OSError as exc:
+            raise PlatformError(f"could not write --json {path}: {exc.strerror or exc}") from None
+
+
+def _json_output(text: str) -> str:
+    """An argparse type for ``--json``: a file this process can create or overwrite, checked before the command's
+    work starts, so that a run of minutes does not end on a path it could never write."""
+    import os
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    if not text or path.is_dir():
+        raise argparse.ArgumentTypeError(f"--json needs a file path, got {text!r}")
+    if path.exists():
+        writable = os.access(path, os.W_OK)
+    else:
+        folder = path.parent.absolute()
+        while not folder.exists():
+            folder = folder.parent
+        writable = folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    if not writable:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied or not a folder on the way")
+    return str(path)
 
 
 def _alerts(args: argparse.Namespace, settings: Settings) -> int:
@@ -584,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "needs attention)")
     status.add_argument("--pipeline", action="append",
                         help="only this pipeline (repeatable; default: every registered one and the settings one)")
-    status.add_argument("--json", help="also write the statuses as JSON to this file")
+    status.add_argument("--json", type=_json_output, help="also write the statuses as JSON to this file")
     status.set_defaults(handler=_status)
 
     lineage = commands.add_parser("lineage", help="print the log offsets a stream table version reflects")
@@ -610,7 +634,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="full: recompute the whole log; incremental: extend the last verified run by the "
                                 "records since; auto: incremental unless the last full run is "
                                 "KAPPA_FULL_AUDIT_EVERY_S old (default: full)")
-    reconcile.add_argument("--json", help="also write the run's outcome as JSON to this file")
+    reconcile.add_argument("--json", type=_json_output, help="also write the run's outcome as JSON to this file")
     reconcile.set_defaults(handler=_reconcile)
 
     serve = commands.add_parser("serving", help="show or advance which copy (batch or stream) each gold table serves")
@@ -619,7 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--table", help="history of one gold table, e.g. gold.order_status")
     serve.add_argument("--run-id", type=_run_id, help="advance: the reconciliation run whose verdict to apply")
     serve.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
-    serve.add_argument("--json", help="also write the decisions as JSON to this file")
+    serve.add_argument("--json", type=_json_output, help="also write the decisions as JSON to this file")
     serve.set_defaults(handler=_serving)
 
     replay_cmd = commands.add_parser(
@@ -637,7 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cmd.add_argument("--replay-of", metavar="PIPELINE",
                             help="refuse --pipeline code that declares another pipeline than this one (the replay "
                                  "DAG passes its own)")
-    replay_cmd.add_argument("--json", help="also write the outcome as JSON to this file")
+    replay_cmd.add_argument("--json", type=_json_output, help="also write the outcome as JSON to this file")
     replay_cmd.set_defaults(handler=_replay)
 
     alerts = commands.add_parser("alerts", help="list recent alerts, newest first (records pending ones first)")
@@ -658,7 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "site; several run one after the other in this one process")
     dbt.add_argument("--select", help="dbt node selection, e.g. merchant_daily_revenue+")
     dbt.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
-    dbt.add_argument("--json", help="also write the outcome as JSON to this file")
+    dbt.add_argument("--json", type=_json_output, help="also write the outcome as JSON to this file")
     dbt.add_argument("--target", choices=("session", "thrift"),
                      help="session (default): on this process's Spark; thrift: on the SQL endpoint of `make sql`")
     dbt.set_defaults(handler=_dbt)

@@ -158,3 +158,24 @@ def test_serving_refuses_a_missing_argument_before_starting_spark(argv, message,
     monkeypatch.setattr("spark_apps.io.spark_session.get_spark", lambda *a, **k: pytest.fail("no Spark for a refusal"))
     assert main(argv) == 1
     assert capsys.readouterr().err.strip().startswith(f"kappa serving: error: {message}")
+
+
+@pytest.mark.parametrize("target", ["folder", "file_under_a_file"])
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_command_runs(target, tmp_path, capsys,
+                                                                               monkeypatch):
+    monkeypatch.setattr("spark_apps.io.spark_session.get_spark", lambda *a, **k: pytest.fail("refused first"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    path = tmp_path if target == "folder" else blocker / "out.json"
+    with pytest.raises(SystemExit) as exited:
+        main(["serving", "status", "--json", str(path)])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--json" in err[0] and str(path) in err[0]
+
+
+def test_a_json_path_in_a_folder_yet_to_be_made_is_accepted(tmp_path):
+    from spark_apps.cli import build_parser
+
+    path = tmp_path / "reports" / "today" / "status.json"
+    assert build_parser().parse_args(["status", "--json", str(path)]).json == str(path)
