@@ -23,7 +23,9 @@ HEADER = """# Settings
 
 One typed object, `Settings` in [`spark_apps/core/settings.py`](../spark_apps/core/settings.py), configures every
 app, DAG and test. Each field is overridden by an environment variable `KAPPA_<FIELD>`; Airflow tasks and child
-processes see the same values. A bad value ends a command with one line on stderr naming the variable.
+processes see the same values. A bad value ends a command with one line on stderr naming the variable (a timeout
+or interval in seconds must be a finite number above 0). A `KAPPA_*` variable that names no setting is ignored with
+a warning that names the setting it most likely meant.
 Paths marked `$KAPPA_HOME/...` follow `KAPPA_HOME` unless set themselves; `<repo>` is the checkout. A relative path
 is taken from the working directory the command runs in, and every process it starts gets it absolute.
 Booleans accept `1/0`, `true/false`, `yes/no`, `on/off`; integers may contain `_`.
