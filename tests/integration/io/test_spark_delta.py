@@ -56,6 +56,14 @@ def test_python_workers_run_the_drivers_virtualenv_not_the_first_python3_on_path
     assert prefixes == [sys.prefix], "a pandas UDF would otherwise miss the virtualenv's packages"
 
 
+def test_the_driver_jvm_compiles_the_huge_methods_spark_generates(spark):
+    """HotSpot would otherwise leave a generated method above 8,000 bytes of bytecode in its interpreter for good."""
+    jvm = spark.sparkContext._jvm
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert diagnostics.getVMOption("DontCompileHugeMethods").getValue() == "false"
+
+
 def test_a_name_registered_at_a_folder_since_deleted_is_registered_again_at_the_new_one(spark, settings, tmp_path):
     """A warehouse on a filesystem since unmounted, or deleted, leaves its names in a long-lived session's catalog."""
     gone, kept = (settings.with_overrides(warehouse_dir=tmp_path / name) for name in ("gone", "kept"))

@@ -1,9 +1,10 @@
-"""A Spark driver maps the class archive when `make jars` built one, and starts as before when there is none."""
+"""A Spark driver's JVM options: it compiles Spark's huge generated methods, maps the class archive when `make jars`
+built one, and starts as before when there is none."""
 
 from __future__ import annotations
 
 from spark_apps.core.settings import Settings
-from spark_apps.io.spark_session import QUIET_CLASS_ARCHIVE, session_conf
+from spark_apps.io.spark_session import JIT_HUGE_METHODS, QUIET_CLASS_ARCHIVE, session_conf
 
 
 def java_options(settings: Settings) -> list[str]:
@@ -15,10 +16,16 @@ def test_a_built_archive_is_mapped_by_the_driver_and_the_users_own_options_come_
     archive.write_bytes(b"archive")
     options = java_options(Settings(home=tmp_path, spark_class_archive=archive,
                                     spark_driver_java_options="-XX:+FlightRecorder"))
-    assert options[1:] == [f"-XX:SharedArchiveFile={archive}", QUIET_CLASS_ARCHIVE, "-XX:+FlightRecorder"]
+    assert options[1:] == [JIT_HUGE_METHODS, f"-XX:SharedArchiveFile={archive}", QUIET_CLASS_ARCHIVE,
+                           "-XX:+FlightRecorder"]
     assert options[0].startswith("-Dlog4j2.configurationFile=")
 
 
 def test_without_an_archive_the_driver_gets_no_sharing_option(tmp_path):
     options = java_options(Settings(home=tmp_path, spark_class_archive=tmp_path / "missing.jsa"))
-    assert len(options) == 1 and options[0].startswith("-Dlog4j2.configurationFile=")
+    assert options[1:] == [JIT_HUGE_METHODS] and options[0].startswith("-Dlog4j2.configurationFile=")
+
+
+def test_executors_on_a_cluster_compile_sparks_huge_generated_methods_too(tmp_path):
+    conf = session_conf(Settings(home=tmp_path, spark_master="spark://127.0.0.1:7077"))
+    assert conf["spark.executor.extraJavaOptions"].split() == [JIT_HUGE_METHODS]

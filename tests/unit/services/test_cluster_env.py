@@ -7,7 +7,7 @@ import pytest
 from spark_apps.cli import main
 from spark_apps.core.errors import SettingsError
 from spark_apps.core.settings import Settings
-from spark_apps.io.spark_session import executor_conf
+from spark_apps.io.spark_session import JIT_HUGE_METHODS, executor_conf
 from spark_apps.services import cluster
 
 
@@ -55,7 +55,8 @@ def test_a_cluster_made_with_other_nodes_is_refused_with_the_fix(tmp_path):
 def test_executors_are_sized_on_a_cluster_master_only():
     assert executor_conf(Settings()) == {}
     on_cluster = Settings(spark_master="spark://127.0.0.1:7077", spark_cores_max=1)
-    assert executor_conf(on_cluster) == {"spark.executor.memory": "1g", "spark.cores.max": "1"}
+    assert executor_conf(on_cluster) == {"spark.executor.memory": "1g", "spark.cores.max": "1",
+                                         "spark.executor.extraJavaOptions": JIT_HUGE_METHODS}
 
 
 @pytest.mark.parametrize(("variable", "value", "message"), [
