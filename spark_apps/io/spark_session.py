@@ -135,10 +135,6 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         # MERGE sources here are deterministic reads of Delta tables and cached frames, so they need
         # no materialized copy (which costs a local checkpoint per MERGE).
         "spark.databricks.delta.merge.materializeSource": "none",
-        # The audit caches both sides of each table it compares (the diff and GX each scan them). Encoding that cache
-        # (dictionaries, run lengths and the statistics that choose them) cost more than the scans it served: a full
-        # audit's compare phase over 1.13M records 43.5-51.9 s compressed, 29.9-31.0 s not (docs/scaling.md).
-        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
     }
 

@@ -64,23 +64,6 @@ def test_the_driver_jvm_compiles_the_huge_methods_spark_generates(spark):
     assert diagnostics.getVMOption("DontCompileHugeMethods").getValue() == "false"
 
 
-def test_the_audits_cached_frames_are_kept_unencoded(spark):
-    """Encoding the cache of both sides of a compared table cost the audit more than re-reading it saved: a column of
-    one repeated long is kept as its 8-byte values, not run-length encoded to a few bytes."""
-    def stored() -> dict[int, int]:
-        infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
-        return {info.id(): info.memSize() + info.diskSize() for info in infos}
-
-    rows, before = 200_000, stored()
-    frame = spark.range(rows, numPartitions=1).selectExpr("7L AS same").persist()
-    try:
-        frame.count()
-        cached = [size for rdd, size in stored().items() if rdd not in before]
-        assert len(cached) == 1 and cached[0] >= 8 * rows
-    finally:
-        frame.unpersist(blocking=True)
-
-
 def test_a_name_registered_at_a_folder_since_deleted_is_registered_again_at_the_new_one(spark, settings, tmp_path):
     """A warehouse on a filesystem since unmounted, or deleted, leaves its names in a long-lived session's catalog."""
     gone, kept = (settings.with_overrides(warehouse_dir=tmp_path / name) for name in ("gone", "kept"))
