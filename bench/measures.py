@@ -10,7 +10,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage
 from spark_apps.io.producer import produce
-from spark_apps.io.topics import partition_offsets
+from spark_apps.io.topics import ensure_topic, partition_offsets
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest
 from spark_apps.stream.job import StreamJob
@@ -171,6 +171,61 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
             "batches": len(timed), "batch_duration_s": stats.percentiles([b.duration_s for b in batches]),
             "trigger_interval_s": settings.trigger_interval_s, "timeline": stats.latency_timeline(points),
             "per_batch": _per_batch(job, batches)}
+
+
+# Issue 24's "batch cost flat in table size" compares micro-batches of one size over small and large tables: this
+# many records each, about what a latency run's batch holds at 1,000 events/s.
+SAME_SIZE_BATCH_RECORDS = 2_000
+SAME_SIZE_BATCHES = 3
+# The small side's tables: a warehouse of their own, caught up on this many events (at most 100,000 rows).
+SMALL_TABLE_EVENTS = 50_000
+SMALL_TABLES_HOME = "small-tables"
+
+
+def same_size_batches(spark, settings: Settings, pipeline: Pipeline, clock: EventClock, seed: int,
+                      records: int = SAME_SIZE_BATCH_RECORDS, batches: int = SAME_SIZE_BATCHES) -> list[dict]:
+    """``batches`` micro-batches of ``records`` each over the tables as they stand (the stream must have read the
+    whole log): produced at once, streamed with ``maxOffsetsPerTrigger`` = ``records``. Each batch comes with the
+    rows its tables held before it: every record of the log before it.
+
+    Kafka's source splits the limit over the partitions and rounds each share down, so a last batch takes the few
+    records left over (``stats.batches_of_size`` leaves it out)."""
+    rows = sum(end - start for start, end in partition_offsets(settings).values())
+    produce_events(settings, pipeline, records * batches, seed=seed, clock=clock)
+    job = TimedStreamJob(spark, settings.with_overrides(max_offsets_per_trigger=records), pipeline)
+    points = []
+    for batch in job.run(until_caught_up=True):
+        points.append({"rows_before": rows, "records": batch.records, "seconds": round(batch.duration_s, 3),
+                       "jobs": job.jobs.get(batch.batch_id)})
+        rows += batch.records
+    return stats.batches_of_size(points, records)
+
+
+def small_table_settings(settings: Settings) -> Settings:
+    """A warehouse, checkpoints and topic of their own beside the run's, on the same broker and catalog."""
+    home = settings.home / SMALL_TABLES_HOME
+    small = settings.with_overrides(events_topic=f"{settings.events_topic}.{SMALL_TABLES_HOME}",
+                                    warehouse_dir=home / "warehouse", checkpoint_root=home / "checkpoints",
+                                    reports_dir=home / "reports", gx_dir=home / "gx")
+    ensure_topic(small)
+    return small
+
+
+def batch_cost_by_table_size(spark, settings: Settings, pipeline: Pipeline, clock: EventClock,
+                             rounds: int = 2) -> list[dict]:
+    """Micro-batches of ``SAME_SIZE_BATCH_RECORDS`` over the run's tables and over tables of ``SMALL_TABLE_EVENTS``
+    rows, in alternating rounds so the machine's drift falls on both sides alike. The small tables are caught up
+    first in one batch that is not counted; each round ends on the run's tables, so the catalog's names point at
+    them again."""
+    small = small_table_settings(settings)
+    produce_events(small, pipeline, SMALL_TABLE_EVENTS, seed=201, clock=clock)
+    StreamJob(spark, small, pipeline).run(until_caught_up=True)
+    points = []
+    for round_ in range(rounds):
+        for index, side in enumerate((small, settings)):
+            points += [{**p, "tables": "run" if side is settings else SMALL_TABLES_HOME}
+                       for p in same_size_batches(spark, side, pipeline, clock, seed=211 + 2 * round_ + index)]
+    return points
 
 
 def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:

@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make bench", description=__doc__)
     parser.add_argument("--quick", action="store_true",
                         help=f"a short run: sizes {QUICK['sizes'][0]:,}, latency at {QUICK['rates'][0]:,}/s for "
-                             f"{QUICK['latency_seconds']}s (about 5 minutes on 2 cores); --sizes, --rates and "
+                             f"{QUICK['latency_seconds']}s (about 10 minutes on 2 cores); --sizes, --rates and "
                              "--latency-seconds still override it")
     parser.add_argument("--sizes", type=_positive_ints, default=None,
                         help=f"log sizes (events) at which to stream, recompute and reconcile, ascending "
@@ -73,15 +73,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def batch_summaries(doc: dict) -> dict:
-    """``jobs_per_batch`` over the platform's catch-up batches of every size, and ``batch_cost_growth`` over every
-    micro-batch of the run in the order they ran (catch-up at each size, then the latency runs): all of them append
-    to the same tables, so a batch's table size is the records of the batches before it."""
+    """``jobs_per_batch`` over the platform's catch-up batches of every size, and ``batch_cost_growth`` over the
+    micro-batches of one size run over small and over large tables (``same_size_batches``). ``every_batch`` places
+    the catch-up and latency micro-batches at the table size each ran over, in the order they ran (all of them
+    append to the same tables, so a batch's table size is the records of the batches before it). It is for the
+    chart only: those batches hold different numbers of records, so their seconds do not compare across sizes."""
     catch_up = [b for size in doc.get("sizes", []) for b in (size.get("stream") or {}).get("per_batch", [])]
     every = catch_up + [b for run in doc.get("latency", []) for b in run.get("per_batch", [])]
-    points = stats.table_size_points(every)
+    same_size = doc.get("same_size_batches") or []
     return {"jobs_per_batch": stats.jobs_per_batch({i: b["jobs"] for i, b in enumerate(catch_up)
                                                     if b.get("jobs") is not None}),
-            "batch_cost_growth": {**stats.batch_cost_growth(points), "points": points}}
+            "batch_cost_growth": {**stats.batch_cost_growth(same_size), "points": same_size,
+                                  "every_batch": stats.table_size_points(every)}}
 
 
 def machine_facts(spark) -> dict:
@@ -173,6 +176,10 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         doc["latency"].append(measures.end_to_end_latency(spark, settings, pipeline, rate, args.latency_seconds,
                                                           seed=101 + index, clock=clock))
         run.save()
+    run.begin(f"micro-batches of {measures.SAME_SIZE_BATCH_RECORDS:,} records over the run's tables and over "
+              f"tables of {measures.SMALL_TABLE_EVENTS:,} rows")
+    doc["same_size_batches"] = measures.batch_cost_by_table_size(spark, settings, pipeline, clock)
+    run.save()
     run.begin("gold MERGE cost against table size, from the Delta history")
     doc["merge_cost"] = measures.merge_costs(spark, settings, pipeline)
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
@@ -193,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
                         spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
-    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 1)
+    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 2)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     catalog = CatalogServer(settings, stop_with_parent=True)
     try:

@@ -170,6 +170,13 @@ def table_size_points(batches: Iterable[Mapping]) -> list[dict]:
     return points
 
 
+def batches_of_size(points: Iterable[Mapping], records: int) -> list[Mapping]:
+    """The micro-batches that hold about ``records`` (more than half): Kafka's source splits a batch's limit over
+    the partitions and rounds each share down, so batches of a fixed limit hold a record or two less, and a last
+    one holds the few left over, which is not a batch of that size."""
+    return [p for p in points if p["records"] > records // 2]
+
+
 SMALL_TABLE_ROWS = 100_000
 LARGE_TABLE_ROWS = 1_000_000
 
@@ -178,7 +185,8 @@ def batch_cost_growth(points: Sequence[Mapping], small_max: int = SMALL_TABLE_RO
                       large_min: int = LARGE_TABLE_ROWS) -> dict:
     """p50 micro-batch seconds where the tables held at most ``small_max`` rows before the batch, p50 where they
     held at least ``large_min``, and large over small (``None`` when a side has no batch): about 1 when a batch's
-    cost does not depend on how big the tables already are."""
+    cost does not depend on how big the tables already are. Only batches of one size compare so: a batch of
+    200,000 records over empty tables against batches of 2,000 over large ones says nothing about table size."""
     small = [p for p in points if p["rows_before"] <= small_max]
     large = [p for p in points if p["rows_before"] >= large_min]
     small_p50 = percentiles([p["seconds"] for p in small], (50,))["p50"]

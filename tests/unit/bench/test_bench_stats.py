@@ -81,6 +81,12 @@ def test_a_batchs_table_size_is_the_records_of_every_batch_before_it():
     assert [p["rows_before"] for p in stats.table_size_points(batches)] == [0, 200, 250]
 
 
+def test_the_few_records_left_after_batches_of_a_fixed_size_are_not_one_of_them():
+    points = [{"rows_before": 0, "records": 1999}, {"rows_before": 1999, "records": 1998},
+              {"rows_before": 3997, "records": 3}]
+    assert stats.batches_of_size(points, 2000) == points[:2]
+
+
 def test_batch_cost_growth_is_the_large_table_median_over_the_small_table_median():
     points = [{"rows_before": rows, "records": 100, "seconds": seconds} for rows, seconds in
               [(0, 10.0), (50, 12.0), (100, 14.0), (500, 99.0), (1000, 30.0), (2000, 36.0)]]
@@ -94,15 +100,26 @@ def test_batch_cost_growth_has_no_ratio_without_batches_at_both_table_sizes():
     assert stats.batch_cost_growth([{"rows_before": 0, "records": 1, "seconds": 1.0}])["ratio"] is None
 
 
-def test_batch_summaries_count_catch_up_jobs_and_size_every_batch_by_the_run_order():
+def test_batch_cost_growth_compares_only_the_same_size_batches_and_charts_every_batch_by_run_order():
     doc = {"sizes": [{"stream": {"per_batch": [{"records": 60_000, "seconds": 9.0, "jobs": 40},
                                                 {"records": 1_000_000, "seconds": 20.0, "jobs": 50}]}}],
-           "latency": [{"per_batch": [{"records": 2_000, "seconds": 18.0, "jobs": 30}]}]}
+           "latency": [{"per_batch": [{"records": 2_000, "seconds": 18.0, "jobs": 30}]}],
+           "same_size_batches": [{"rows_before": rows, "records": 2_000, "seconds": seconds, "tables": tables}
+                                 for rows, seconds, tables in [(1_060_000, 12.0, "run"), (50_000, 6.0, "small"),
+                                                               (52_000, 8.0, "small"), (1_062_000, 14.0, "run")]]}
     summary = batch_summaries(doc)
     assert summary["jobs_per_batch"]["total"] == 90 and summary["jobs_per_batch"]["batches"] == 2
     growth = summary["batch_cost_growth"]
-    assert [p["rows_before"] for p in growth["points"]] == [0, 60_000, 1_060_000]
-    assert growth["small"]["batches"] == 2 and growth["large"]["batches"] == 1 and growth["ratio"] == 2.0
+    assert [p["rows_before"] for p in growth["every_batch"]] == [0, 60_000, 1_060_000]
+    assert growth["small"] == {"batches": 2, "p50_s": 6.0, "records_p50": 2_000}
+    assert growth["large"] == {"batches": 2, "p50_s": 12.0, "records_p50": 2_000}
+    assert growth["ratio"] == 2.0, "the 200,000- and 2,000-record batches of the catch-up and latency runs stay out"
+
+
+def test_a_run_without_same_size_batches_has_no_batch_cost_ratio():
+    doc = {"sizes": [{"stream": {"per_batch": [{"records": 200_000, "seconds": 30.0, "jobs": 40}]}}],
+           "latency": [{"per_batch": [{"records": 2_000, "seconds": 10.0, "jobs": 30}]}]}
+    assert batch_summaries(doc)["batch_cost_growth"]["ratio"] is None
 
 
 def test_quick_runs_one_size_and_one_rate_and_explicit_options_still_win():
@@ -139,12 +156,14 @@ def test_page_charts_latency_over_time_and_batch_cost_against_table_size():
                {"t_s": 0.0, "records": 5, "p50": 2.0, "max": 3.0}]}],
            "jobs_per_batch": {"batches": 2, "total": 180, "mean": 90.0, "p50": 88, "max": 92},
            "batch_cost_growth": {"small_max_rows": 100_000, "large_min_rows": 1_000_000, "ratio": 1.5,
-                                 "small": {"batches": 1, "p50_s": 10.0, "records_p50": 200_000},
+                                 "small": {"batches": 3, "p50_s": 10.0, "records_p50": 2_000},
                                  "large": {"batches": 3, "p50_s": 15.0, "records_p50": 2_000},
-                                 "points": [{"rows_before": 0, "records": 200_000, "seconds": 10.0}]}}
+                                 "points": [{"rows_before": 50_000, "records": 2_000, "seconds": 10.0}],
+                                 "every_batch": [{"rows_before": 0, "records": 200_000, "seconds": 30.0}]}}
     page = render(doc)
     assert "1,000/s p50" in page and "table rows before the batch" in page
-    assert "180 Spark jobs over 2" in page and "ratio 1.50" in page
+    assert "every micro-batch of the run" in page and "micro-batches of one size" in page
+    assert "180 Spark jobs over 2" in page and "Micro-batches of 2,000 records" in page and "ratio 1.50" in page
 
 
 def test_the_audit_figures_are_the_full_and_incremental_audits_of_the_largest_log():
