@@ -303,7 +303,7 @@ class EmbeddedBroker:
         pid = self.pid()
         if pid is None:
             return False
-        stop_process(pid, STOP_TIMEOUT_S)
+        stop_process(pid, str(self.paths.config_file), STOP_TIMEOUT_S)
         self.paths.pid_file.unlink(missing_ok=True)
         return True
 

@@ -133,7 +133,7 @@ class CatalogServer:
         pid = self.pid()
         if pid is None:
             return False
-        stop_process(pid, STOP_TIMEOUT_S)
+        stop_process(pid, self._home_option(), STOP_TIMEOUT_S)
         self.paths.pid_file.unlink(missing_ok=True)
         return True
 

@@ -210,7 +210,7 @@ class SparkDaemon:
         pid = self.pid()
         if pid is None:
             return False
-        stop_process(pid, STOP_TIMEOUT_S)
+        stop_process(pid, str(self.properties_file), STOP_TIMEOUT_S)
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -2,19 +2,23 @@
 
 The broker, the local cluster, Airflow and the supervised stream each keep a pid file; before trusting one,
 they check that the pid is alive, not a zombie, and still runs the command they started (pids are
-recycled). Ports are checked before a service binds one. Linux's ``/proc`` is read directly.
+recycled). A process is signalled through a pidfd, which names that process and no later one: a busy machine
+hands a freed number out again within minutes, to a process or to a thread of one, and Linux signals a whole
+process through any of its threads' numbers. Ports are checked before a service binds one. Linux's ``/proc`` is
+read directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
 import signal
 import socket
 from pathlib import Path
 
-from spark_apps.core.errors import BrokerError
-from spark_apps.core.waiting import poll, wait_for
+from spark_apps.core.errors import BrokerError, PlatformError
 
 # After SIGKILL the kernel only has to reap the process; longer means something is badly wrong.
 KILLED_EXIT_TIMEOUT_S = 30.0
@@ -49,20 +53,30 @@ def read_pid(path: Path) -> int | None:
 
 
 def process_alive(pid: int) -> bool:
-    """True for a live process; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """True for a live process; a zombie (exited, not yet reaped) counts as gone, and so does a number that is only
+    a thread's (``kill(tid, 0)`` would answer for the thread's process)."""
+    handle = _open_process(pid)
+    if handle is None:
         return False
-    except PermissionError:
-        return True
     try:
-        status = (PROC / str(pid) / "stat").read_text().split(") ", 1)[1]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    except IndexError:
-        return True
-    return not status.startswith("Z")
+        return not _exits(handle, 0.0)
+    finally:
+        os.close(handle)
+
+
+def _open_process(pid: int) -> int | None:
+    """A pidfd on process ``pid``, or None when no process has that number (none, or only a thread)."""
+    try:
+        return os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return None
+
+
+def _exits(handle: int, timeout_s: float) -> bool:
+    """Whether the process of the pidfd ``handle`` has ended (a zombie included) or ends within ``timeout_s``."""
+    waiter = select.poll()
+    waiter.register(handle, select.POLLIN)
+    return bool(waiter.poll(int(timeout_s * 1000)))
 
 
 def cmdline(pid: int) -> list[str]:
@@ -123,12 +137,29 @@ def groups_of_tree(group: int) -> set[int]:
     return {group} | {table[pid][1] for pid in tree}
 
 
-def stop_process(pid: int, timeout_s: float) -> None:
-    """SIGTERM, then SIGKILL if it is still alive after ``timeout_s``; returns once it is gone."""
-    os.kill(pid, signal.SIGTERM)
-    if not poll(lambda: not process_alive(pid), timeout_s, every_s=0.2):
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not process_alive(pid), f"process {pid} to exit after SIGKILL", KILLED_EXIT_TIMEOUT_S, 0.1)
+def stop_process(pid: int, argument: str, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL if it is still alive after ``timeout_s``; returns once it is gone.
+
+    Only a process that still runs with ``argument`` is signalled (see :func:`runs_with_argument`); one that is
+    gone, or a number that now names another process or a thread, is left alone."""
+    handle = _open_process(pid)
+    if handle is None:
+        return
+    try:
+        ours = runs_with_argument(pid, argument)
+        # Read while the pidfd's process still ran, the command line was that process's, not a successor's.
+        if _exits(handle, 0.0) or not ours:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(handle, signal.SIGTERM)
+        if _exits(handle, timeout_s):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(handle, signal.SIGKILL)
+        if not _exits(handle, KILLED_EXIT_TIMEOUT_S):
+            raise PlatformError(f"process {pid} did not exit within {KILLED_EXIT_TIMEOUT_S:.0f}s of SIGKILL")
+    finally:
+        os.close(handle)
 
 
 def terminate_with_parent() -> None:

@@ -112,7 +112,7 @@ class SqlEndpoint:
         pid = self.pid()
         if pid is None:
             return False
-        stop_process(pid, STOP_TIMEOUT_S)
+        stop_process(pid, self._marker(), STOP_TIMEOUT_S)
         self.pid_file.unlink(missing_ok=True)
         return True
 
