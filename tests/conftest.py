@@ -13,6 +13,9 @@ from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.processes import free_port
 from tests.support.work_units import HEAVIEST_FIRST, work_unit
 
+# Notes a session service that died under the tests and prints it last; the session fixtures tell it what to watch.
+pytest_plugins = ("tests.support.post_mortem",)
+
 # The Spark drivers the tests start as processes (a `kappa` command, an Airflow task's, the chaos lab's streams) live
 # a minute or two over a few hundred records. On two busy cores the JIT's optimizing tier spends more CPU compiling
 # than it saves in such a life, so they run with the first tier only: the walkthrough, all `kappa` commands, took
@@ -21,6 +24,8 @@ from tests.support.work_units import HEAVIEST_FIRST, work_unit
 # alone the JVM shrinks its code cache to 48 MiB, which a chaos lab stream filled ("Out of space in CodeCache for
 # adapters", CI, 2026-12-01), so the cache keeps the size it has with both tiers.
 CHILD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# The session's own driver also writes its warnings and errors to a file, for the post-mortem of a driver that died.
+DRIVER_LOG_CONFIG = Path(__file__).parent / "support" / "driver-log4j2.properties"
 
 # An xdist worker's __main__ (execnet's) has neither __spec__ nor __file__. pyspark.sql.connect, which Great
 # Expectations imports, takes that for a doctest run and calls sys.exit(0) when Spark Connect's extras are missing.
@@ -60,29 +65,43 @@ def settings(session_settings: Settings) -> Settings:
 def catalog_database(session_settings: Settings):
     """The session's own catalog database: every Spark process a test starts registers its tables there."""
     from spark_apps.services.catalog_server import CatalogServer
+    from tests.support.post_mortem import SERVICES
 
     server = CatalogServer(session_settings, stop_with_parent=True)
     server.start()
+    SERVICES.add("the session's catalog database", lambda: server.pid() is not None, logs=[server.paths.log_file])
     yield server
+    SERVICES.forget("the session's catalog database")
     server.stop()
 
 
 @pytest.fixture(scope="session")
 def kafka_broker(settings: Settings):
     from spark_apps.services.broker import EmbeddedBroker
+    from tests.support.post_mortem import SERVICES
 
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     broker.start()
+    SERVICES.add("the session's Kafka broker", broker.is_running,
+                 logs=[broker.paths.log_dir / "server.log", broker.paths.log_dir / "stdout.log"])
     yield broker
+    SERVICES.forget("the session's Kafka broker")
     broker.stop()
 
 
 @pytest.fixture(scope="session")
 def spark(settings: Settings):
-    from spark_apps.io.spark_session import get_spark
+    from spark_apps.io.spark_session import LOG4J_CONFIG, get_spark
+    from tests.support.post_mortem import SERVICES
 
-    session = get_spark(settings.with_overrides(spark_driver_java_options=""), app_name="kappa-tests")
+    driver_log = settings.home / "session-driver.log"
+    logging = (f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()},{DRIVER_LOG_CONFIG.as_uri()} "
+               f"-Dkappa.tests.driver.log={driver_log}")
+    session = get_spark(settings.with_overrides(spark_driver_java_options=logging), app_name="kappa-tests")
+    driver = session.sparkContext._gateway.proc
+    SERVICES.add("the session's Spark driver", lambda: driver.poll() is None, driver.poll, logs=[driver_log])
     yield session
+    SERVICES.forget("the session's Spark driver")
     session.stop()
 
 
