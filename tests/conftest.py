@@ -24,12 +24,12 @@ pytest_plugins = ("tests.support.post_mortem",)
 # alone the JVM shrinks its code cache to 48 MiB, which a chaos lab stream filled ("Out of space in CodeCache for
 # adapters", CI, 2026-12-01), so the cache keeps the size it has with both tiers.
 CHILD_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-# The session's own driver compiles the generated code of every query of its worker's share of the suite: one
-# worker's shared-stream unit, the pipelines module and the io unit tests filled 155 MiB of the JVM's default
-# 240 MiB code cache in 12 min, still growing by 2 MiB a minute (2026-12-03). A full cache refuses new adapters
-# ("Out of space in CodeCache for adapters", a VirtualMachineError), which Spark's executor takes as fatal: in local
-# mode that ends the whole driver, and every later test of the worker. The cache is reserved, and only used pages
-# are memory.
+# The session's own driver compiles the generated code of every query of its worker's share of the suite: the
+# shared-stream unit, the pipelines module and the io unit tests filled 155 MiB of the JVM's default 240 MiB code
+# cache in 12 min, and each worker of a whole suite held 170-178 MiB at its end (2026-12-03). A full cache refuses
+# new adapters ("Out of space in CodeCache for adapters", a VirtualMachineError), which Spark's executor takes as
+# fatal: in local mode that ends the whole driver, and every later test of the worker. The cache is reserved, and
+# only used pages are memory.
 SESSION_DRIVER_JAVA_OPTIONS = "-XX:ReservedCodeCacheSize=768m"
 # The session's own driver also writes its warnings and errors to a file, for the post-mortem of a driver that died.
 DRIVER_LOG_CONFIG = Path(__file__).parent / "support" / "driver-log4j2.properties"
