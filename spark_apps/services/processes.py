@@ -68,7 +68,7 @@ def _open_process(pid: int) -> int | None:
     """A pidfd on process ``pid``, or None when no process has that number (none, or only a thread)."""
     try:
         return os.pidfd_open(pid)
-    except (ProcessLookupError, OSError):
+    except OSError:
         return None
 
 

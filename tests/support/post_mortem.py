@@ -10,6 +10,7 @@ tests/conftest.py, whose session fixtures tell ``SERVICES`` what they started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from spark_apps.services.processes import process_table
 
 LAST_LINES = 30
 KERNEL_LOG_LINES = 10
@@ -65,14 +68,18 @@ def machine_state(folders: Iterable[Path]) -> list[str]:
     for folder in folders:
         usage = shutil.disk_usage(folder)
         state.append(f"disk free under {folder}: {usage.free // 2**20:,} MiB of {usage.total // 2**20:,} MiB")
-    threads = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in _pids())
-    state.append(f"threads on the machine: {threads:,}")
+    state.append(f"threads on the machine: {_threads():,}")
     state += [f"JVM crash file: {path}" for path in sorted(Path.cwd().glob("hs_err_pid*.log"))]
     return state + _kernel_kills()
 
 
-def _pids() -> list[str]:
-    return [name for name in os.listdir("/proc") if name.isdigit() and os.path.isdir(f"/proc/{name}/task")]
+def _threads() -> int:
+    """Threads of every live process; one that ends while it is counted adds none."""
+    count = 0
+    for pid in process_table():
+        with contextlib.suppress(OSError):
+            count += len(os.listdir(f"/proc/{pid}/task"))
+    return count
 
 
 def _kernel_kills() -> list[str]:
