@@ -32,7 +32,7 @@ help:
 	@echo "make chaos  - kill -9, broker restart, zombie writer, OPTIMIZE, disk full, lost checkpoint vs the real stream;"
 	@echo "              every scenario must reconcile and check lost=0 duplicated=0 unexpected=0 (var/chaos/report.html)"
 	@echo "make bench  - producer, raw Kafka read, plain-append limit, platform stream, latency at 1k and 5k events/s,"
-	@echo "              recompute + reconcile, MERGE cost; bench/results/bench.json and bench.html (BENCH_ARGS=--help);"
+	@echo "              recompute + reconcile, batch cost by table size; bench/results/bench.json and bench.html (BENCH_ARGS=--help);"
 	@echo "              make bench BENCH_ARGS=--quick: one 200k size, latency at 1k events/s only (~6 min on 2 cores)"
 	@echo "make lint   - ruff over the code"
 	@echo "make docs   - regenerate docs/settings.md from the Settings object"

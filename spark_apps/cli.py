@@ -60,19 +60,20 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
         print("catalog database stopped" if server.stop() else "catalog database was not running")
     elif args.action == "sync":
         from spark_apps.io.catalog import register_warehouse_tables
+        from spark_apps.io.stream_store import register_views, stored_layout
         from spark_apps.pipeline.declaration import load_pipeline
         from spark_apps.serving import state as serving
         from spark_apps.serving.generations import resolve
-        from spark_apps.stream.job import register_derived_views
 
         spec = args.pipeline or settings.pipeline
         spark = _spark(settings, "catalog-sync", spec)
         found = register_warehouse_tables(spark, settings)
         print(f"{len(found)} tables of {settings.warehouse_dir} registered: {', '.join(found) or 'none'}")
         pipeline, generation = resolve(spark, settings, spec)
-        if pipeline.tables(generation).events in found:
-            derived = register_derived_views(spark, settings, pipeline, generation)
-            print(f"views {', '.join(derived)} pointed at those tables")
+        if pipeline.tables(generation).store in found:
+            views = register_views(spark, settings, pipeline, stored_layout(spark, settings, pipeline, generation),
+                                   generation)
+            print(f"views {', '.join(views)} pointed at {pipeline.tables(generation).store}")
         declared = load_pipeline(spec)
         views = serving.register_views(spark, settings, declared)
         print(f"{len(views)} serving views of {declared.name} pointed at their cut")
@@ -220,11 +221,16 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:
-    """Read from the table's commit files: no Spark session."""
+    """Read from the commit files of the table, or of the store a stream table is a view of: no Spark session."""
     from spark_apps.io.catalog import existing_table_path
     from spark_apps.io.lineage import position_at
+    from spark_apps.pipeline.declaration import load_pipeline, registered_pipelines
 
-    path = existing_table_path(settings, args.table)
+    generation = args.table.rpartition("__")[2] if "__" in args.table else ""
+    stores = [p.tables(generation).store
+              for p in (load_pipeline(spec) for spec in sorted({*registered_pipelines(), settings.pipeline}))
+              if args.table in p.stream_table_names(generation)]
+    path = existing_table_path(settings, stores[0] if stores else args.table)
     print(f"{args.table} {position_at(str(path), args.version).describe()}")
     return 0
 
@@ -406,6 +412,24 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
     if not report.ok:
         print("kappa maintain: a table or a check failed; on-call has been alerted (docs/runbook.md)", file=sys.stderr)
         return EXIT_FAILED
+    return 0
+
+
+def _compact(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.io import delta_log
+    from spark_apps.io.catalog import table_path
+    from spark_apps.ops.compaction import compact
+    from spark_apps.serving.generations import resolve
+
+    spec = args.pipeline or settings.pipeline
+    spark = _spark(settings, "compact", spec)
+    pipeline, generation = resolve(spark, settings, spec)
+    store = pipeline.tables(generation).store
+    if not delta_log.has_commits(table_path(settings, store)):
+        print(f"{store}: no store yet (the stream has not run); nothing to compact")
+        return 0
+    done = compact(spark, settings, pipeline, generation)
+    print("\n".join(c.line() for c in done) or f"{store}: nothing to compact")
     return 0
 
 
@@ -674,6 +698,11 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--no-optimize", dest="optimize", action="store_false", help="skip OPTIMIZE")
     maintain.add_argument("--no-vacuum", dest="vacuum", action="store_false", help="skip VACUUM")
     maintain.set_defaults(handler=_maintain)
+
+    compact_cmd = commands.add_parser(
+        "compact", help="fold the tail of every gold table of the stream's store into its base (off the hot path)")
+    compact_cmd.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    compact_cmd.set_defaults(handler=_compact)
 
     dbt = commands.add_parser(
         "dbt", help="run dbt over the reconciled serving views (refuses unreconciled ones; alerts on failures)")

@@ -48,21 +48,31 @@ from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.transforms.events import (
     COORDINATES,
-    added_winners,
-    displaced_winners,
-    duplicates,
+    WINNER_POSITION,
+    at_position,
     gold_changes,
-    gold_inputs_changed,
     gold_keys_touched,
     high_water_marks,
-    late_events,
+    lateness_flag,
     rows_of_keys,
     touched_keys,
-    winners,
+    winner_position,
     with_high_water,
 )
-from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
+from spark_apps.transforms.parsing import REASON_COLUMN, parse_records
 from spark_apps.transforms.sessions import extends_sessions, sessions_after
+from spark_apps.transforms.store import (
+    DISPLACED,
+    EPOCH,
+    KIND,
+    LATE,
+    RECORD,
+    WINNER,
+    candidate_columns,
+    gold_column,
+    gold_kind,
+    record_columns,
+)
 
 log = logging.getLogger(__name__)
 AUTO = "auto"
@@ -185,25 +195,25 @@ def _base(settings: Settings, pipeline: Pipeline, generation: str, alignment: Al
     elif any(rows[t.label]["stream_version"] > alignment.versions[t.stream] for t in tables):
         problem = "it verified later stream versions"
     if problem is None:
-        problem = _unchanged_since(settings, tables, rows, alignment)
+        problem = _unchanged_since(settings, pipeline, generation, tables, rows, alignment)
     if problem:
         return None, f"the newest run {first['run_id']}: {problem}"
     contract = next(r for r in newest if r["stream_table"] == "")
     return Base(run_id=first["run_id"], end_offsets=dict(first["end_offsets"]), records=contract["batch_rows"],
                 snapshot_versions={t.snapshot: rows[t.label]["snapshot_version"] for t in tables},
-                stream_versions={t.stream: rows[t.label]["stream_version"] for t in tables if not t.derived}), ""
+                stream_versions={t.stream: rows[t.label]["stream_version"] for t in tables}), ""
 
 
-def _unchanged_since(settings: Settings, tables: list, rows: dict, alignment: Alignment) -> str | None:
+def _unchanged_since(settings: Settings, pipeline: Pipeline, generation: str, tables: list, rows: dict,
+                     alignment: Alignment) -> str | None:
     """Why the run's snapshots or the stream's history since it cannot be built on, or None."""
     for t in tables:
         if delta_log.latest_version(table_path(settings, t.snapshot)) != rows[t.label]["snapshot_version"]:
             return f"{t.snapshot} changed after it"
+    store = table_path(settings, pipeline.tables(generation).store)
+    bronze = pipeline.tables(generation).bronze
     try:
-        for t in tables:
-            if not t.derived:
-                files_added(table_path(settings, t.stream), rows[t.label]["stream_version"],
-                            alignment.versions[t.stream])
+        files_added(store, rows[pipeline.tables().bronze]["stream_version"], alignment.versions[bronze])
     except HistoryGone as gone:
         return str(gone)
     return None
@@ -216,6 +226,8 @@ def _starts(offsets: dict) -> dict[int, int]:
 def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, base: Base, run_id: str,
            generation: str = "") -> Extension:
     """Extend the batch snapshots from ``base`` by the records ``[O₁, O₂)``, and scope the comparison."""
+    from pyspark.sql import functions as F
+
     position = alignment.position
     new_span = StreamPosition(position.table_version, position.app_id, position.batch_id, position.topic,
                               {p: base.end_offsets.get(p, position.start_offsets.get(p, 0))
@@ -227,6 +239,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     key = (schema.id_field,)
     snapshots = {t.label: t.snapshot for t in stream_tables(pipeline)}
     path = {label: str(table_path(settings, snapshot)) for label, snapshot in snapshots.items()}
+    valid = F.col(REASON_COLUMN).isNull()
 
     def verified(label: str):
         return spark.read.format("delta").option("versionAsOf", base.snapshot_versions[snapshots[label]]) \
@@ -240,52 +253,49 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         new_records = parsed.count()
         snapshot.records = base.records + new_records
     with timed(snapshot.seconds, "compute"):
+        bronze_before = verified(labels.bronze)
         marks = ({int(r["partition"]): int(r["mark"])
-                  for r in high_water_marks(verified(labels.candidates), schema.time_field, rule).collect()}
+                  for r in high_water_marks(bronze_before.where(valid), schema.time_field, rule).collect()}
                  if rule.uses_high_water_mark else None)
-        candidates = with_high_water(candidate_rows(parsed, schema), schema.time_field, rule, marks) \
-            .localCheckpoint(eager=True)
-        ids = key_set(touched_keys(candidates, key), key, in_driver=False)
-        earlier_winners = ids.rows_of(verified(labels.events)).select(*candidates.columns).localCheckpoint(eager=True)
-        events = winners(earlier_winners.unionByName(candidates), schema.id_field, schema.time_field, rule) \
-            .localCheckpoint(eager=True)
-        records_of_ids = ids.rows_of(verified(labels.candidates)).unionByName(candidates)
+        marked = with_high_water(parsed, schema.time_field, rule, marks).localCheckpoint(eager=True)
+        ids = key_set(touched_keys(marked.where(valid), key), key, in_driver=False)
+        # The verified winners of the ids the new records touch: the winner over all of an id's records is the
+        # earliest of its verified winner and its new records.
+        earlier = ids.rows_of(bronze_before.where(F.col(WINNER))).localCheckpoint(eager=True)
+        positions = (marked.where(valid).select(*key, "partition", "offset")
+                     .unionByName(earlier.select(*key, "partition", "offset"))
+                     .groupBy(*key).agg(winner_position(F.lit(True)).alias(WINNER_POSITION)))
+        new_rows = bronze_equivalent(
+            marked.join(positions, list(key), "left")
+            .withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, rule)))
+            .withColumn(WINNER, F.when(valid, F.coalesce(at_position(F.col(WINNER_POSITION)), F.lit(False))))
+            .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, rule)])).localCheckpoint(eager=True)
+        displaced = (earlier.join(positions, list(key))
+                     .where(~at_position(F.col(WINNER_POSITION))).drop(WINNER_POSITION).localCheckpoint(eager=True))
     tag = {"kind": "batch_snapshot", "audit": ledger.INCREMENTAL, "builds_on": base.run_id, "run_id": run_id,
            "pipeline": pipeline.name, "topic": position.topic,
            "end_offsets": {str(p): o for p, o in sorted(position.end_offsets.items())},
            "code_version": snapshot.code_version}
-    scopes = {labels.bronze: Scope(COORDINATES, parsed.select(*COORDINATES))}
-    scopes[labels.dead_letters] = scopes[labels.candidates] = scopes[labels.bronze]
-    for label in (labels.events, labels.late_events, labels.duplicates):
-        scopes[label] = Scope(key, ids.frame)
+    columns = [*candidate_columns(pipeline, rule), LATE]
+    new_on_time = new_rows.where(valid & ~F.col(LATE)).select(*columns)
+    lost = displaced.where(~F.col(LATE)).select(*columns)
+    added = new_rows.where(F.col(WINNER) & ~F.col(LATE)).select(*columns)
+    touched = new_on_time.unionByName(lost)
+    scopes = {labels.bronze: Scope(COORDINATES, new_rows.select(*COORDINATES).unionByName(
+        displaced.select(*COORDINATES)))}
     writes: dict[str, float] = {}  # per snapshot table: where the write phase goes, in the log
     # No new record changes no snapshot: the verified run's versions stand, and nothing is written (an idle hour's
-    # audit then costs its comparison of what the stream wrote since, not nine empty commits).
+    # audit then costs its comparison of what the stream wrote since).
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
         if new_records:
-            # None of these reads another's write: they are written at once, each MERGE in a session of its own.
-            write_in_parallel(spark, {
-                labels.bronze: lambda _: idempotent_append(bronze_equivalent(parsed), path[labels.bronze], run_id, 0),
-                labels.dead_letters: lambda _: idempotent_append(dead_letters(parsed), path[labels.dead_letters],
-                                                                 run_id, 0),
-                labels.candidates: lambda _: idempotent_append(candidates, path[labels.candidates], run_id, 0),
-                labels.events: lambda session: upsert_recomputed(session, path[labels.events], key, ids, events,
-                                                                 run_id, 0),
-                labels.late_events: lambda session: upsert_recomputed(session, path[labels.late_events], key, ids,
-                                                                      late_events(events), run_id, 0),
-                labels.duplicates: lambda session: upsert_recomputed(
-                    session, path[labels.duplicates], COORDINATES, ids,
-                    duplicates(records_of_ids, events, schema.id_field), run_id, 0),
-            }, writes)
-        # As the stream counts them: every earlier winner of a touched id would widen gold's reads of silver back
-        # to the oldest window a re-sent id was first seen in.
-        displaced = displaced_winners(earlier_winners, events, schema.id_field).localCheckpoint(eager=True)
-        touched = gold_inputs_changed(candidates, displaced, schema.time_field, rule)
-        if new_records:
-            # Gold reads the events just written; no gold table reads another, so they too are written at once.
-            on_time = spark.read.format("delta").load(path[labels.events]).where("NOT is_late")
-            added = added_winners(events, candidates, schema.id_field)
-            lost = None if displaced.isEmpty() else displaced
+            with timed(writes, snapshots[labels.bronze]):
+                idempotent_append(new_rows, path[labels.bronze], run_id, 0)
+                if not displaced.isEmpty():
+                    _no_longer_winners(spark, path[labels.bronze], displaced, run_id)
+            # Gold reads the winners just written; no gold table reads another, so they are written at once.
+            on_time = (spark.read.format("delta").load(path[labels.bronze]).where(F.col(WINNER) & ~F.col(LATE))
+                       .select(*columns))
+            lost_rows = None if lost.isEmpty() else lost
 
             def upsert(gold):
                 def write(session):
@@ -294,7 +304,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                                            settings)
                     affected = fixed_changes(gold, changes, in_driver=False)
                     if extends_sessions(gold):
-                        extended = sessions_after(gold, session.read.format("delta").load(target), added, lost,
+                        extended = sessions_after(gold, session.read.format("delta").load(target), added, lost_rows,
                                                   on_time, affected.rows_of, settings)
                         upsert_recomputed(session, target, gold.primary_keys, affected, extended, run_id, 0)
                     else:
@@ -320,29 +330,42 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     return Extension(snapshot, scopes)
 
 
+def _no_longer_winners(spark, path: str, displaced, run_id: str) -> None:
+    """Turn off the winner flag of the verified records that new records displaced (the same id earlier in the
+    log): in the batch's bronze, as the stream's bronze view turns off the flag of a winner it lists as
+    displaced."""
+    from delta.tables import DeltaTable
+
+    match = " AND ".join(f"t.`{c}` = s.`{c}`" for c in COORDINATES)
+    (DeltaTable.forPath(spark, path).alias("t").merge(displaced.select(*COORDINATES).alias("s"), match)
+     .whenMatchedUpdate(set={f"`{WINNER}`": "false"}).execute())
+    log.info("incremental batch recompute %s: %d verified winners displaced", run_id, displaced.count())
+
+
 def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
                          base: Base, scopes: dict[str, Scope]) -> dict[str, Scope]:
-    """Add to each table's scope the keys of every row the stream wrote since the versions ``base`` verified, so a
-    stray write to a key the new records do not touch is compared too."""
+    """Add to each table's scope the keys of every row the stream wrote to its store since the version ``base``
+    verified (records and displaced winners for bronze; each gold table's rows for it), so a stray write to a key
+    the new records do not touch is compared too."""
+    from pyspark.sql import functions as F
+
     labels, names = pipeline.tables(), pipeline.tables(generation)
-    id_field = pipeline.schema.id_field
+    store = table_path(settings, names.store)
+    after, through = base.stream_versions[names.bronze], alignment.versions[names.bronze]
 
-    def written(stream: str):
-        return rows_added(spark, table_path(settings, stream), base.stream_versions[stream],
-                          alignment.versions[stream])
+    def written(kind: str):
+        return rows_added(spark, store, after, through, partition=(KIND, kind), other_partitions=(EPOCH,))
 
-    by_id = (labels.events, labels.late_events, labels.duplicates)
-    extra = {t.label: [written(t.stream).select(*scopes[t.label].columns)]
-             for t in stream_tables(pipeline, generation) if not t.derived and t.label not in by_id}
-    # The three tables keyed by event id share one scope: the ids the new records touch and the ids the stream wrote.
+    # A displaced row names a record of the pipeline's one topic by its partition and offset.
+    extra = {labels.bronze: [written(RECORD).select(*COORDINATES), written(DISPLACED).select(
+        F.lit(alignment.position.topic).alias("topic"), "partition", "offset")]}
+    for gold in pipeline.gold_tables:
+        rows = written(gold_kind(gold.name))
+        extra[labels.gold(gold.name)] = [rows.select(*[rows[gold_column(gold.name, k)].alias(k)
+                                                       for k in gold.recompute_keys])]
     # Each widening is a few small queries; run at once, they keep both cores busy.
-    widenings = {label: functools.partial(_widened, scope, extra.get(label, []))
-                 for label, scope in scopes.items() if label not in by_id}
-    widenings[labels.events] = functools.partial(
-        _widened, scopes[labels.events],
-        [written(names.events).select(id_field), written(names.candidates).select(id_field)])
-    widened = in_parallel(spark, widenings)
-    return {label: widened[labels.events] if label in by_id else widened[label] for label in scopes}
+    return in_parallel(spark, {label: functools.partial(_widened, scope, extra.get(label, []))
+                               for label, scope in scopes.items()})
 
 
 def _widened(scope: Scope, more: list) -> Scope:
@@ -369,10 +392,3 @@ def restrict(frame, scope: Scope):
     """Only the rows of ``frame`` inside ``scope``; its ``bounds`` come first, so the read skips files outside them
     (every row of the keys satisfies them)."""
     return rows_of_keys(frame.where(scope.bounds) if scope.bounds else frame, scope.keys, scope.columns)
-
-
-def outside(frame, scope: Scope):
-    """The rows of ``frame`` outside ``scope``: what an incremental run does not compare row by row."""
-    from pyspark.sql import functions as F
-
-    return frame.join(F.broadcast(scope.keys), list(scope.columns), "left_anti")

@@ -24,10 +24,19 @@ from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, commit_metadata
 from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.parallel_writes import write_in_parallel
+from spark_apps.io.stream_store import read_view
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
-from spark_apps.transforms.events import COORDINATES, as_defined, duplicates, late_events, winners, with_high_water
-from spark_apps.transforms.parsing import candidate_rows, dead_letters, parse_records
+from spark_apps.transforms.events import (
+    COORDINATES,
+    WINNER_POSITION,
+    at_position,
+    lateness_flag,
+    winner_position,
+    with_high_water,
+)
+from spark_apps.transforms.parsing import REASON_COLUMN, parse_records
+from spark_apps.transforms.store import LATE, WINNER, candidate_columns, gold_rows, record_columns
 
 log = logging.getLogger(__name__)
 SNAPSHOT_SCHEMA = "batch"
@@ -39,55 +48,45 @@ class RetentionError(PlatformError):
 
 @dataclass(frozen=True)
 class StreamTable:
-    """One table the stream maintains, as the auditor sees it.
+    """One table the stream maintains that the auditor reconciles, as the auditor sees it.
 
-    ``label`` is its name without the replay generation: it names the snapshot and the expectation suite.
-    """
+    ``label`` is its name without the replay generation: it names the snapshot and the expectation suite. The
+    stream's side of it is a view of the store (``transforms.store``)."""
 
     label: str
     stream: str
     snapshot: str
     keys: tuple[str, ...]
-    # A view of the stream's tables rather than a table it writes (``TableNames.derived``).
-    derived: bool = False
 
 
 def stream_tables(pipeline: Pipeline, generation: str = "") -> list[StreamTable]:
-    """Every table the stream maintains (the commit log aside), written or derived, with the key that identifies a
-    row."""
-    base = pipeline.tables()
-    event_key = (pipeline.schema.id_field,)
-    keys = {base.events: event_key, base.late_events: event_key,
-            **{base.gold(g.name): g.primary_keys for g in pipeline.gold_tables}}
-    written = zip(pipeline.stream_table_names(commit_log=False),
-                  pipeline.stream_table_names(generation, commit_log=False), strict=True)
-    derived = zip(pipeline.derived_table_names(), pipeline.derived_table_names(generation), strict=True)
-    return [StreamTable(label, stream, f"{SNAPSHOT_SCHEMA}.{label.split('.', 1)[1]}", keys.get(label, COORDINATES),
-                        derived=is_view)
-            for pairs, is_view in ((written, False), (derived, True)) for label, stream in pairs]
+    """The tables a reconciliation compares: ``bronze.events_raw`` (every record, every column: parse, dead
+    letters, lateness and winners) and every gold table.
+
+    The other views of the store (dead letters, candidates, events, late events, duplicates) are the same SQL over
+    bronze on both sides (``transforms.store``): bronze equal row for row makes them equal."""
+    base, named = pipeline.tables(), pipeline.tables(generation)
+    tables = [StreamTable(base.bronze, named.bronze, f"{SNAPSHOT_SCHEMA}.events_raw", COORDINATES)]
+    return tables + [StreamTable(base.gold(g.name), named.gold(g.name), f"{SNAPSHOT_SCHEMA}.{g.name}", g.primary_keys)
+                     for g in pipeline.gold_tables]
 
 
 def read_stream_table(spark, settings: Settings, pipeline: Pipeline, table: StreamTable, versions: dict[str, int],
                       generation: str = ""):
-    """The stream's side of ``table`` at the versions of one alignment: a written table at its version, a derived
-    one computed from the tables below it at theirs, by the same function that defines its view."""
-    def at_version(name: str):
-        return (spark.read.format("delta").option("versionAsOf", versions[name])
-                .load(str(table_path(settings, name))))
-
-    return as_defined(table.stream, pipeline.tables(generation), at_version, pipeline.schema.id_field)
+    """The stream's side of ``table``: its view of the store at the version of one alignment."""
+    return read_view(spark, settings, pipeline, table.stream, versions[table.stream], generation)
 
 
 def bronze_equivalent(records):
-    """What the batch keeps of each record: coordinates, append time and hashes of key and value.
+    """What the batch keeps of each record: every column, the key and value as their SHA-256.
 
-    Applied to the batch's Kafka read and to the stream's bronze, it compares every byte ingested
-    without storing the payloads twice.
-    """
+    Applied to the batch's records and to the stream's bronze, it compares every byte ingested without storing the
+    payloads twice."""
     from pyspark.sql import functions as F
 
-    return records.select(*COORDINATES, "log_append_time", F.sha2(F.col("key"), 256).alias("key_sha256"),
-                          F.sha2(F.col("value"), 256).alias("value_sha256"))
+    hashed = {"key": F.sha2(F.col("key"), 256).alias("key_sha256"),
+              "value": F.sha2(F.col("value"), 256).alias("value_sha256")}
+    return records.select(*[hashed.get(c, F.col(f"`{c}`")) for c in records.columns])
 
 
 # ---- which stream versions, which offsets ---------------------------------------------------------
@@ -101,12 +100,13 @@ class Alignment:
 
 
 def version_for_batch(path: str, app_id: str, batch_id: int) -> int:
-    """The newest version of a stream table that no later micro-batch of ``app_id`` has written: the version just
-    before that app's first commit of a later batch, or the newest version when there is none.
+    """The newest version of the store that no later micro-batch of ``app_id`` has written: the version just
+    before that app's commit of a later batch, or the newest version when there is none.
 
-    Commits that are not the stream's (OPTIMIZE, VACUUM, the table's creation) carry no batch, change no row, and
-    never decide the answer: an OPTIMIZE after batch 7 does not reflect batch 5. Auditing the latest batch needs only
-    the newest commits, and they are read first (``io.delta_log``: one file each, no Spark job).
+    Commits that are not the stream's (OPTIMIZE, VACUUM, maintenance's compaction, the table's creation) carry no
+    batch, change no row of any view, and never decide the answer: an OPTIMIZE after batch 7 does not reflect batch
+    5. Auditing the latest batch needs only the newest commits, and they are read first (``io.delta_log``: one file
+    each, no Spark job).
     """
     answer = None
     for commit in delta_log.commits(Path(path)):
@@ -125,22 +125,23 @@ def version_for_batch(path: str, app_id: str, batch_id: int) -> int:
 
 def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
           version: int | None = None, as_of: dt.datetime | None = None) -> Alignment:
-    """Pick the stream batch to audit: the one ``table`` at ``version`` reflects, else the last one committed
-    (by ``as_of``, when given: a scheduled run for a given hour audits the same batch however late it runs)."""
-    commits = table_path(settings, pipeline.tables(generation).commits)
-    if not delta_log.has_commits(commits):
+    """Pick the stream batch to audit: the one ``table`` at ``version`` reflects (every stream table is a view of
+    the store, so a version of one is the store's), else the last one committed (by ``as_of``, when given: a
+    scheduled run for a given hour audits the same batch however late it runs)."""
+    store = table_path(settings, pipeline.tables(generation).store)
+    if not delta_log.has_commits(store):
         raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
                             "run `kappa stream` first")
     if table is not None:
-        anchor = position_at(str(existing_table_path(settings, table)), version)
+        path = store if table in pipeline.stream_table_names(generation) else existing_table_path(settings, table)
+        anchor = position_at(str(path), version)
     else:
-        reader = spark.read.format("delta")
-        if as_of is not None:
-            reader = reader.option("versionAsOf", _version_at(spark, str(commits), as_of))
-        last = reader.load(str(commits)).orderBy("batch_id", ascending=False).first()
+        pinned = None if as_of is None else _version_at(spark, str(store), as_of)
+        commits = read_view(spark, settings, pipeline, pipeline.tables(generation).commits, pinned, generation)
+        last = commits.orderBy("batch_id", ascending=False).first()
         if last is None:
             raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
-        anchor = position_at(str(commits), version_for_batch(str(commits), last["app_id"], last["batch_id"]))
+        anchor = position_at(str(store), version_for_batch(str(store), last["app_id"], last["batch_id"]))
     return Alignment(position=anchor, versions=table_versions(settings, pipeline, anchor, generation))
 
 
@@ -159,12 +160,11 @@ def _version_at(spark, path: str, as_of: dt.datetime) -> int:
 
 def table_versions(settings: Settings, pipeline: Pipeline, position: StreamPosition,
                    generation: str = "") -> dict[str, int]:
-    """Per stream table, the version that reflects exactly the batch of ``position``; a derived table (a view)
-    takes the version of the events it is a view of."""
-    versions = {t.stream: version_for_batch(str(table_path(settings, t.stream)), position.app_id, position.batch_id)
-                for t in stream_tables(pipeline, generation) if not t.derived}
-    events = versions[pipeline.tables(generation).events]
-    return versions | {name: events for name in pipeline.derived_table_names(generation)}
+    """Per stream table, the version that reflects exactly the batch of ``position``: the store's, which every
+    one of them is a view of."""
+    store = str(table_path(settings, pipeline.tables(generation).store))
+    version = version_for_batch(store, position.app_id, position.batch_id)
+    return dict.fromkeys(pipeline.stream_table_names(generation), version)
 
 
 def check_log_complete(spark, settings: Settings, topic: str, source: str, what: str) -> None:
@@ -225,22 +225,30 @@ class Snapshot:
 
 
 def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=lambda df: df) -> dict:
-    """Every stream table's batch equivalent, by label, from all parsed records of the prefix.
+    """Every reconciled table's batch equivalent, by label, from all parsed records of the prefix: the records with
+    their flags (late by the pipeline's rule, the winner of their id by ``winner_position`` over the whole prefix)
+    and every gold table's rows (``transforms.store.gold_rows``).
 
-    The same functions the stream applies per micro-batch, applied once to everything.
-    """
+    The same functions the stream applies per micro-batch, applied once to everything."""
+    from pyspark.sql import functions as F
+
     schema = pipeline.schema
     labels = pipeline.tables()
     lateness = pipeline.lateness_rule(settings)
-    candidates = materialize(with_high_water(candidate_rows(parsed, schema), schema.time_field, lateness))
-    events = materialize(winners(candidates, schema.id_field, schema.time_field, lateness))
-    on_time = events.where("NOT is_late")
+    valid = F.col(REASON_COLUMN).isNull()
+    marked = with_high_water(parsed, schema.time_field, lateness)
+    first = marked.groupBy(schema.id_field).agg(winner_position(valid).alias(WINNER_POSITION))
+    records = materialize(
+        marked.join(first, schema.id_field, "left")
+        .withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, lateness)))
+        .withColumn(WINNER, F.when(valid, F.coalesce(at_position(F.col(WINNER_POSITION)), F.lit(False))))
+        .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, lateness)]))
+    on_time = records.where(F.col(WINNER) & ~F.col(LATE)).select(
+        *[F.col(f"`{c}`") for c in (*candidate_columns(pipeline, lateness), LATE)])
     assert_deterministic(pipeline, on_time, settings)
-    frames = {labels.bronze: bronze_equivalent(parsed), labels.dead_letters: dead_letters(parsed),
-              labels.candidates: candidates, labels.events: events, labels.late_events: late_events(events),
-              labels.duplicates: duplicates(candidates, events, schema.id_field)}
+    frames = {labels.bronze: bronze_equivalent(records)}
     for gold in pipeline.gold_tables:
-        frames[labels.gold(gold.name)] = materialize(gold.compute(gold.key_rows(on_time, settings), settings))
+        frames[labels.gold(gold.name)] = materialize(gold_rows(gold, on_time, settings))
     return frames
 
 

@@ -42,6 +42,7 @@ from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.parallel_writes import in_parallel
 from spark_apps.io.spark_session import INTERPRETED_MAX_RECORDS, execution_for
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.transforms.store import RECORD_COUNTS, record_counts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,7 +201,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
              if scopes is not None or snapshot.records <= DIFF_AHEAD_MAX_RECORDS
              else contextlib.nullcontext(map(compared, to_compare)))
     count_rows = functools.partial(_row_counts, spark, settings, pipeline, generation, snapshot, versions,
-                                   base=base, scopes=scopes)
+                                   scopes=scopes)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-counts") as counter, ahead as diffs:
         # An incremental run's whole-table counts need no verdict: they are taken while the tables are compared,
         # whose queries of a few keys each leave a core idle.
@@ -227,13 +228,8 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot,
             run.verdicts.append(TableVerdict(table, versions[table.stream], snapshot.versions[table.snapshot],
                                              diff, outcome))
         began = time.monotonic()
-        # A full run's diff counted every row of both sides of each table it compared: the count contract reuses
-        # those.
-        counts = counting.result() if counting else count_rows(counted={
-            (side, v.table.stream): rows for v in run.verdicts
-            for side, rows in (("stream", v.diff.stream_rows), ("batch", v.diff.batch_rows))})
-    in_scope = {v.table.stream: v.diff.stream_rows for v in run.verdicts} if scopes is not None else None
-    run.contract = _contract(pipeline, generation, snapshot, counts, in_scope)
+        counts = counting.result() if counting else count_rows()
+    run.contract = _contract(pipeline, generation, snapshot, counts, whole=scopes is not None)
     run.seconds.update(compare=compare_s + time.monotonic() - began, validate=validate_s)
     run.docs_url = validator.publish()
     run.report_path = write_report(settings, run)
@@ -321,23 +317,14 @@ def _read(spark, settings: Settings, table: str, version: int):
 
 
 def _row_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, snapshot: Snapshot,
-               versions: dict[str, int], base: incremental.Base | None = None,
-               scopes: dict[str, incremental.Scope] | None = None,
+               versions: dict[str, int], scopes: dict[str, incremental.Scope] | None = None,
                counted: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], int]:
-    """The whole row counts the contract needs, by ``(side, stream table)`` at the versions compared: ``counted``
-    (known already) and the others counted here, all at once. An incremental run (``scopes``) needs every table's.
-
-    There, a derived table's stream side is not counted from its view (``silver.duplicates`` joins every candidate
-    with every event: 7 s of a 66 s audit of 10M). Outside its scope nothing beneath the view has changed since
-    ``base``: a stream write there would have put its keys in the scope, and a row only deleted fails the whole count
-    of the written table it was in. So the view holds there what ``base`` verified, the rows of the snapshot at
-    ``base``'s version outside the scope: ``("outside", name)``. Inside the scope the diff has counted it."""
+    """The counts the contract needs, by ``(side, name)`` at the versions compared, all taken at once: on each side
+    the records of bronze by what they became (``record_counts``: one query a side), and in an incremental run
+    (``scopes``) every reconciled table's whole row count, ``counted`` where known already."""
     counted = counted or {}
-    t = pipeline.tables(generation)
     tables = {s.stream: s for s in stream_tables(pipeline, generation)}
-    whole = list(tables) if scopes is not None else [t.bronze, t.candidates, t.dead_letters, t.events, t.duplicates,
-                                                     t.late_events]
-    batch_side = whole if scopes is not None else [t.candidates, t.dead_letters, t.late_events]
+    bronze = tables[pipeline.tables(generation).bronze]
 
     def stream_rows(name: str) -> int:
         return read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
@@ -345,44 +332,48 @@ def _row_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, 
     def batch_rows(name: str) -> int:
         return _read(spark, settings, tables[name].snapshot, snapshot.versions[tables[name].snapshot]).count()
 
-    def verified_rows_outside(name: str) -> int:
-        table = tables[name]
-        verified = _read(spark, settings, table.snapshot, base.snapshot_versions[table.snapshot])
-        return incremental.outside(verified, scopes[table.label]).count()
+    def tallied(side: str):
+        frame = read_stream_table(spark, settings, pipeline, bronze, versions, generation) if side == "stream" \
+            else _read(spark, settings, bronze.snapshot, snapshot.versions[bronze.snapshot])
+        return {(side, name): int(value) for name, value in record_counts(frame).first().asDict().items()}
 
-    work = {("batch", name): functools.partial(batch_rows, name) for name in batch_side}
-    for name in whole:
-        if scopes is not None and tables[name].derived:
-            work[("outside", name)] = functools.partial(verified_rows_outside, name)
+    work = {("tally", side): functools.partial(tallied, side) for side in ("stream", "batch")}
+    if scopes is not None:
+        work |= {("stream", name): functools.partial(stream_rows, name) for name in tables}
+        work |= {("batch", name): functools.partial(batch_rows, name) for name in tables}
+    done = in_parallel(spark, {key: call for key, call in work.items() if key not in counted}, workers=2)
+    counts = dict(counted)
+    for key, value in done.items():
+        if key[0] == "tally":
+            counts.update(value)
         else:
-            work[("stream", name)] = functools.partial(stream_rows, name)
-    # Each count is a small query of its own (most answer from Delta's file statistics): run them at once.
-    return counted | in_parallel(spark, {key: call for key, call in work.items() if key not in counted}, workers=2)
+            counts[key] = value
+    return counts
 
 
 def _contract(pipeline: Pipeline, generation: str, snapshot: Snapshot, counts: dict[tuple[str, str], int],
-              in_scope: dict[str, int] | None = None) -> list[ContractCheck]:
-    """Every record of ``[start, O)`` is accounted for, on both sides; with ``in_scope`` (an incremental run, which
-    compares rows only where they can have changed: the stream rows each table's diff counted), every table has as
-    many rows in the stream as in the batch."""
-    t = pipeline.tables(generation)
+              whole: bool = False) -> list[ContractCheck]:
+    """Every record of ``[start, O)`` is accounted for on both sides: in bronze once, each a dead letter or a
+    candidate, each candidate its event's winner or a duplicate, and the late events alike; with ``whole`` (an
+    incremental run, which compares rows only where they can have changed), every reconciled table has as many rows
+    in the stream as in the batch."""
     tables = {s.stream: s for s in stream_tables(pipeline, generation)}
-    stream = {name: counts[("stream", name)] if ("stream", name) in counts
-              else counts[("outside", name)] + in_scope[name]
-              for name in tables if ("stream", name) in counts or ("outside", name) in counts}
-    batch = {name: counts[("batch", name)] for name in tables if ("batch", name) in counts}
-    whole = [ContractCheck(f"whole table {tables[name].label}: stream rows = batch rows", stream[name], batch[name])
-             for name in tables] if in_scope is not None else []
-    return [
-        ContractCheck("log records in [start, O) = stream bronze rows", snapshot.records, stream[t.bronze]),
-        ContractCheck("stream bronze = silver candidates + dead letters", stream[t.bronze],
-                      stream[t.candidates] + stream[t.dead_letters]),
+    stream = {name: counts[("stream", name)] for name in RECORD_COUNTS}
+    batch = {name: counts[("batch", name)] for name in RECORD_COUNTS}
+    checks = [
+        ContractCheck("log records in [start, O) = stream bronze rows", snapshot.records, stream["records"]),
+        ContractCheck("stream bronze = silver candidates + dead letters", stream["records"],
+                      stream["candidates"] + stream["dead_letters"]),
         ContractCheck("log records = batch candidates + batch dead letters", snapshot.records,
-                      batch[t.candidates] + batch[t.dead_letters]),
-        ContractCheck("silver candidates = silver events + duplicates", stream[t.candidates],
-                      stream[t.events] + stream[t.duplicates]),
-        ContractCheck("stream late events = batch late events", stream[t.late_events], batch[t.late_events]),
-    ] + whole
+                      batch["candidates"] + batch["dead_letters"]),
+        ContractCheck("silver candidates = silver events + duplicates", stream["candidates"],
+                      stream["events"] + stream["duplicates"]),
+        ContractCheck("stream late events = batch late events", stream["late_events"], batch["late_events"]),
+    ]
+    if whole:
+        checks += [ContractCheck(f"whole table {tables[name].label}: stream rows = batch rows",
+                                 counts[("stream", name)], counts[("batch", name)]) for name in tables]
+    return checks
 
 
 def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]:

@@ -86,7 +86,6 @@ class Settings:
     spark_driver_java_options: str = ""
     spark_shuffle_partitions: int = 4
     delta_snapshot_partitions: int = 1
-    deletion_vectors_min_bytes: int = 4 * 1024 * 1024
     spark_ui_enabled: bool = False
     # On a cluster master (not local[...]): each executor's memory, and the cores one app may take (0: all offered),
     # so that the stream, the auditor and dbt can run side by side on a small cluster.
@@ -153,6 +152,10 @@ class Settings:
 
     maintenance_schedule: str = "@daily"
     vacuum_retention_hours: int = 168
+    # Compaction folds the stream's store off the hot path: whole epochs of this many micro-batches, the newest
+    # epoch left to the stream (``ops.compaction``).
+    compaction_schedule: str = "*/10 * * * *"
+    compaction_epoch_batches: int = 20
 
     task_retries: int = 2
     task_retry_delay_s: int = 60
@@ -192,7 +195,6 @@ class Settings:
             raise SettingsError("KAPPA_KAFKA_PORT and KAPPA_KAFKA_CONTROLLER_PORT must differ")
         self._validate_cluster()
         for name in ("topic_partitions", "spark_shuffle_partitions", "delta_snapshot_partitions",
-                     "deletion_vectors_min_bytes",
                      "max_offsets_per_trigger", "reconcile_buckets",
                      "serving_exact_runs", "supervise_every_min", "stream_stall_s", "max_lag_records",
                      "crash_loop_restarts", "crash_loop_window_s", "dead_letter_window_s", "future_skew_s",
@@ -210,6 +212,9 @@ class Settings:
             raise SettingsError(f"KAPPA_DEAD_LETTER_MAX_RATIO must be in [0, 1), got {self.dead_letter_max_ratio}")
         if self.allowed_lateness_s < 0:
             raise SettingsError(f"KAPPA_ALLOWED_LATENESS_S must be >= 0, got {self.allowed_lateness_s}")
+        if self.compaction_epoch_batches < 1:
+            raise SettingsError("KAPPA_COMPACTION_EPOCH_BATCHES must be at least 1, "
+                                f"got {self.compaction_epoch_batches}")
         for name in ("serving_min_span_s", "alert_retries", "task_retries"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_env_name(name)} must be >= 0, got {getattr(self, name)}")
@@ -408,9 +413,6 @@ FIELD_DOCS: dict[str, str] = {
     "spark_shuffle_partitions": "spark.sql.shuffle.partitions of every session.",
     "delta_snapshot_partitions": "Tasks of each Spark job that rebuilds or filters a Delta table's file list; "
                                  "each task generates its code anew, so 1 is fastest up to thousands of files.",
-    "deletion_vectors_min_bytes": "Size at which a gold table gets deletion vectors for good (checked at each "
-                                  "stream start and `kappa maintain`); a smaller one's MERGE rewrites the small "
-                                  "files it touches, which costs less.",
     "spark_ui_enabled": "Start Spark's web UI.",
     "spark_executor_memory": "Each executor's memory on a cluster master (not local[...]).",
     "spark_cores_max": "Cores one app may take on a cluster master; 0 takes all offered.",
@@ -455,6 +457,10 @@ FIELD_DOCS: dict[str, str] = {
                           "it extends the last verified run incrementally otherwise.",
     "maintenance_schedule": "Schedule of the kappa_<pipeline>_maintenance DAG.",
     "vacuum_retention_hours": "VACUUM keeps files every version of this many hours needs; at least 168.",
+    "compaction_schedule": "Schedule of the kappa_<pipeline>_compaction DAG, which folds the stream's store (the "
+                           "tail of every gold table's rows) off the hot path.",
+    "compaction_epoch_batches": "The stream's store groups its rows in epochs of this many micro-batches; "
+                                "compaction folds whole epochs, never the one the stream is appending to.",
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",
     "task_retry_delay_s": "Delay between Airflow task retries, in seconds.",
     "task_timeout_s": "Longest an Airflow task may run before it fails and pages (the supervisor's: its interval).",

@@ -140,6 +140,16 @@ def ensure_view(spark, view: str, query: str) -> None:
         spark.sql(f"ALTER VIEW {view} AS {query}")
 
 
+def sql_escaped(text: str) -> str:
+    """``text`` as the inside of a Spark SQL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def repr_sql(text: str) -> str:
+    """A Spark SQL string literal."""
+    return f"'{sql_escaped(text)}'"
+
+
 def delta_relation(settings: Settings, table: str) -> str:
     """SQL naming the Delta table of this warehouse by its folder, whatever the catalog's name points at."""
     return "delta.`" + str(table_path(settings, table)).replace("`", "``") + "`"

@@ -32,7 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from spark_apps.core.settings import Settings
-from spark_apps.io.catalog import table_path
+from spark_apps.io.catalog import repr_sql, sql_escaped, table_path
+from spark_apps.pipeline.declaration import Pipeline
 
 log = logging.getLogger(__name__)
 SERVING_SCHEMA = "serving"
@@ -121,11 +122,12 @@ def serving_view(table: str) -> str:
     return f"{SERVING_SCHEMA}.{table.split('.', 1)[1]}"
 
 
-def cut_view_query(cut: Cut, locations: dict[str, str], columns: dict[str, list[tuple[str, str]]]) -> str:
+def cut_view_query(cut: Cut, relations: dict[str, str], columns: dict[str, list[tuple[str, str]]]) -> str:
     """The cut view's query: one branch per member, filling that member's columns, and the cut's own row.
 
-    ``locations`` maps each member's source table to its folder, ``columns`` each member's table name to its
-    columns and their Spark SQL types."""
+    ``relations`` maps each member's source table to SQL reading it at the member's version (a batch snapshot's
+    ``delta.`path` VERSION AS OF 7``, or a stream table's view of the store at that version), ``columns`` each
+    member's table name to its columns and their Spark SQL types."""
     def items(branch: str, cut_value: str) -> str:
         filled = [(f"`{column}`" if name == branch else f"CAST(NULL AS {kind})") + f" AS `{name}__{column}`"
                   for name in (m.name for m in cut.members) for column, kind in columns[name]]
@@ -133,8 +135,8 @@ def cut_view_query(cut: Cut, locations: dict[str, str], columns: dict[str, list[
 
     described = json.dumps({"pipeline": cut.pipeline, "follows": cut.follows, "generation": cut.generation,
                             "basis": cut.basis, "members": json.loads(cut.members_json())}, sort_keys=True)
-    branches = [f"SELECT {items(m.name, 'CAST(NULL AS string)')} FROM delta.`{locations[m.source]}` "
-                f"VERSION AS OF {m.version}" for m in cut.members]
+    branches = [f"SELECT {items(m.name, 'CAST(NULL AS string)')} FROM {relations[m.source]}"
+                for m in cut.members]
     branches.append(f"SELECT {items(CUT_BRANCH, repr_sql(described))}")
     return " UNION ALL ".join(branches)
 
@@ -163,41 +165,31 @@ def typed_columns(schema) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
 
-def repr_sql(text: str) -> str:
-    """A Spark SQL string literal."""
-    return f"'{_quoted(text)}'"
-
-
 def _listed(properties: dict[str, str]) -> str:
-    return ", ".join(f"'{key}' = '{_quoted(value)}'" for key, value in properties.items())
-
-
-def _quoted(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
+    return ", ".join(f"'{key}' = '{sql_escaped(value)}'" for key, value in properties.items())
 
 
 # ---- I/O: the catalog and the lock -----------------------------------------------------------------------
 
-def write(spark, settings: Settings, cut: Cut) -> dict[str, list[tuple[str, str]]]:
+def write(spark, settings: Settings, pipeline: Pipeline, cut: Cut) -> dict[str, list[tuple[str, str]]]:
     """Point the pipeline's cut view at ``cut`` (one metastore update moves every serving view of it); returns each
     member's columns."""
-    locations = {m.source: str(table_path(settings, m.source)) for m in cut.members}
-    columns = {m.name: _columns_at(spark, locations[m.source], m.version) for m in cut.members}
-    replace_view(spark, cut_view(cut.pipeline), cut_view_query(cut, locations, columns), cut.properties(),
+    relations = {m.source: member_relation(spark, settings, pipeline, cut.generation, m) for m in cut.members}
+    columns = {m.name: typed_columns(spark.sql(f"SELECT * FROM {relations[m.source]}").schema)
+               for m in cut.members}
+    replace_view(spark, cut_view(cut.pipeline), cut_view_query(cut, relations, columns), cut.properties(),
                  f"one cut of {cut.pipeline}: {cut.basis}")
     return columns
 
 
-def _columns_at(spark, path: str, version: int) -> list[tuple[str, str]]:
-    """A table's columns at ``version``: from the snapshot this session already holds when it is that version (the
-    stream's case, right after its commits), else from the version itself (which builds that snapshot)."""
-    from pyspark.sql.types import StructType
+def member_relation(spark, settings: Settings, pipeline: Pipeline, generation: str, member: Member) -> str:
+    """SQL reading what a member serves at its version: a stream table's view of the store, or a batch snapshot."""
+    if member.source in pipeline.stream_table_names(generation):
+        from spark_apps.io.stream_store import queries, stored_layout
 
-    snapshot = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path) \
-        .unsafeVolatileSnapshot()
-    if snapshot.version() == version:
-        return typed_columns(StructType.fromJson(json.loads(snapshot.schema().json())))
-    return typed_columns(spark.read.format("delta").option("versionAsOf", version).load(path).schema)
+        found = stored_layout(spark, settings, pipeline, generation, member.version)
+        return f"({queries(settings, pipeline, found, generation, member.version)[member.source]})"
+    return f"delta.`{table_path(settings, member.source)}` VERSION AS OF {member.version}"
 
 
 def replace_view(spark, view: str, query: str, properties: dict[str, str], comment: str) -> None:
@@ -256,34 +248,27 @@ def locked(settings: Settings, pipeline: str, wait: bool = True) -> Iterator[boo
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def follow_stream(spark, settings: Settings, pipeline: str, generation: str, app_id: str, batch_id: int,
-                  end_offsets: dict[int, int]) -> Cut | None:
-    """After a micro-batch has committed every table: move the cut to it, when the cut follows this generation's
-    stream. Returns the new cut, or None when the cut does not follow this stream or a dbt run holds it (the next
-    batch moves it). The versions are the ones just committed, as this session's Delta log knows them."""
+def follow_stream(spark, settings: Settings, pipeline: Pipeline, generation: str, app_id: str, batch_id: int,
+                  end_offsets: dict[int, int], version: int) -> Cut | None:
+    """After a micro-batch has committed: move the cut to it (every gold table at store ``version``), when the cut
+    follows this generation's stream. Returns the new cut, or None when the cut does not follow this stream or a
+    dbt run holds it (the next batch moves it)."""
     def followed(cut: Cut | None) -> bool:
         return (cut is not None and cut.follows == FOLLOWS_STREAM and cut.generation == generation
                 and cut.warehouse == str(settings.warehouse_dir))
 
-    if not followed(read(spark, pipeline)):
+    if not followed(read(spark, pipeline.name)):
         return None
-    with locked(settings, pipeline, wait=False) as held:
+    with locked(settings, pipeline.name, wait=False) as held:
         if not held:
             log.info("serving cut of %s: held (a dbt run or a serving decision); batch %d moves it later",
-                     pipeline, batch_id)
+                     pipeline.name, batch_id)
             return None
-        current = read(spark, pipeline)
+        current = read(spark, pipeline.name)
         if not followed(current):
             return None
-        members = tuple(Member(m.table, m.source, latest_version(spark, str(table_path(settings, m.source))),
-                               dict(end_offsets)) for m in current.members)
-        cut = Cut(pipeline, FOLLOWS_STREAM, generation, f"batch {batch_id} of {app_id}", members, current.warehouse)
-        write(spark, settings, cut)
+        members = tuple(Member(m.table, m.source, version, dict(end_offsets)) for m in current.members)
+        cut = Cut(pipeline.name, FOLLOWS_STREAM, generation, f"batch {batch_id} of {app_id}", members,
+                  current.warehouse)
+        write(spark, settings, pipeline, cut)
         return cut
-
-
-def latest_version(spark, path: str) -> int:
-    """The newest version this session's Delta log knows, without listing the table's log again: right after this
-    session committed to it, the version it committed (or a later maintenance commit, which changes no row)."""
-    delta_log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    return delta_log.unsafeVolatileSnapshot().version()

@@ -428,18 +428,16 @@ def stop_when_caught_up(lab: Lab, process: StreamProcess) -> None:
     lab.note(f"{process.label} consumed the log and stopped on SIGTERM")
 
 
-def table_versions(lab: Lab) -> dict[str, int]:
-    """The latest Delta version of each stream table, -1 for one that has no commit yet (no Spark)."""
-    versions = {}
-    for table in lab.pipeline.stream_table_names():
-        path = table_path(lab.settings, table)
-        versions[table] = next(iter(delta_log.commit_versions(path)), -1) if delta_log.has_commits(path) else -1
-    return versions
+def store_version(lab: Lab) -> int:
+    """The latest Delta version of the stream's store (every stream table is a view of it), -1 before its first
+    commit (no Spark)."""
+    path = table_path(lab.settings, lab.pipeline.tables().store)
+    return next(iter(delta_log.commit_versions(path)), -1) if delta_log.has_commits(path) else -1
 
 
-def batches_in_table(lab: Lab, table: str) -> set[int]:
-    """The micro-batches that committed to ``table``: every stream commit names its batch in ``userMetadata``."""
-    path = table_path(lab.settings, table)
+def batches_in_store(lab: Lab) -> set[int]:
+    """The micro-batches the store holds: every stream commit names its batch in ``userMetadata``."""
+    path = table_path(lab.settings, lab.pipeline.tables().store)
     if not delta_log.has_commits(path):
         return set()
     return {commit.meta["batch_id"] for commit in delta_log.commits(path) if "batch_id" in commit.meta}
@@ -551,9 +549,9 @@ def concurrent_optimize(lab: Lab, plan: ChaosPlan) -> None:
              f"{process.log_count('conflicted with a concurrent commit')} by the stream")
 
 
-# The stages a full disk can fail a write of the batch at: at ``before_checkpoint_commit`` every table write of the
-# batch, its commit row included, has succeeded, so what is left is Spark's own commit log (the kill scenarios).
-DISK_FULL_STAGES = STAGES[:-1]
+# The stages a full disk can fail a write of the batch at: after ``after_parse`` the batch's one commit to the store
+# has succeeded, so what is left is Spark's own commit log (the kill scenarios).
+DISK_FULL_STAGES = ("after_parse",)
 
 
 def disk_full(lab: Lab, plan: ChaosPlan) -> None:
@@ -566,12 +564,10 @@ def disk_full(lab: Lab, plan: ChaosPlan) -> None:
         raise ScenarioFailed(f"a full disk at {stage} of batch {batch} did not fail the job clearly (exit {code}): "
                              f"{failure}")
     lab.note(f"disk full at {stage} of batch {batch}: {failure}")
-    commits = lab.pipeline.tables().commits
-    if batch in batches_in_table(lab, commits) or batch in lab.committed():
+    if batch in batches_in_store(lab) or batch in lab.committed():
         raise ScenarioFailed(f"batch {batch} was published although a write of it failed")
-    holding = [t for t in lab.pipeline.stream_table_names() if batch in batches_in_table(lab, t)]
-    lab.note(f"batch {batch} reached {', '.join(holding) or 'no table'} (each commit whole); it is neither in "
-             f"{commits} nor in Spark's commit log, so readers (auditor, serving) still align on batch {batch - 1}")
+    lab.note(f"batch {batch} is neither in {lab.pipeline.tables().store} (a batch is one commit of it) nor in "
+             f"Spark's commit log, so readers (auditor, serving) still align on batch {batch - 1}")
     catch_up(lab)
     lab.note(f"space returned: the stream replayed batch {batch} and caught up")
 
@@ -579,7 +575,7 @@ def disk_full(lab: Lab, plan: ChaosPlan) -> None:
 def checkpoint_deleted(lab: Lab, plan: ChaosPlan) -> None:
     lab.produce(plan.events)
     catch_up(lab)
-    before = table_versions(lab)
+    before = store_version(lab)
     shutil.rmtree(lab.checkpoint)
     lab.note(f"deleted the checkpoint {lab.checkpoint}")
     process = lab.launch()
@@ -587,7 +583,7 @@ def checkpoint_deleted(lab: Lab, plan: ChaosPlan) -> None:
     refusal = process.error()
     if code != 1 or "is missing but" not in refusal:
         raise ScenarioFailed(f"the job did not refuse a deleted checkpoint (exit {code}): {refusal}")
-    if table_versions(lab) != before or lab.checkpoint.exists():
+    if store_version(lab) != before or lab.checkpoint.exists():
         raise ScenarioFailed("the refused start changed a table or left a fresh checkpoint behind")
     result = check_tables(lab.spark, lab.settings, lab.pipeline, lab.manifests)
     if not result.exact:

@@ -182,16 +182,13 @@ def _short(item: Hashable) -> str:
 # ---- I/O ------------------------------------------------------------------------------------------------------------
 
 
-def observed_rows(spark, settings, tables: TableNames, schema: EventSchema) -> dict[str, list[Hashable]]:
-    """The row keys of each checked stream table, as :func:`expectations` names them."""
-    from spark_apps.io.catalog import table_path
-    from spark_apps.transforms.events import as_defined
-
-    def read(table: str):
-        return spark.read.format("delta").load(str(table_path(settings, table)))
+def observed_rows(spark, settings, pipeline, tables: TableNames, schema: EventSchema) -> dict[str, list[Hashable]]:
+    """The row keys of each checked stream table, as :func:`expectations` names them: each view read from this
+    warehouse's store by its SQL."""
+    from spark_apps.io.stream_store import read_view
 
     def rows(table: str, *columns: str) -> list:
-        frame = as_defined(table, tables, read, schema.id_field)
+        frame = read_view(spark, settings, pipeline, table, generation=tables.generation)
         return [tuple(_plain(v) for v in row) for row in frame.select(*columns).collect()]
 
     fields = content_fields(schema)
@@ -210,7 +207,8 @@ def check_tables(spark, settings, pipeline, manifests: Sequence[Manifest], gener
     generate = pipeline.require_generator("the exactly-once checker")
     tables = pipeline.tables(generation)
     sent = [(manifest, record_values(manifest, generate)) for manifest in manifests]
-    return check(expectations(sent, tables, pipeline.schema), observed_rows(spark, settings, tables, pipeline.schema))
+    return check(expectations(sent, tables, pipeline.schema),
+                 observed_rows(spark, settings, pipeline, tables, pipeline.schema))
 
 
 def _plain(value):

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.generator import config_for, generate
-from spark_apps.pipeline.declaration import SESSION, GoldTable, Pipeline, Sessions, Windows
+from spark_apps.pipeline.declaration import Fold, GoldTable, Pipeline, Sessions, Windows
 from spark_apps.pipeline.synthetic import GeneratedRecord, GeneratorRequest
 
 # Length of the event-time tumbling windows of gold.merchant_revenue, in seconds.
@@ -32,17 +32,13 @@ def revenue_key_rows(silver: DataFrame, settings: Settings) -> DataFrame:
 
 
 def merchant_revenue(rows: DataFrame, settings: Settings) -> DataFrame:
-    """Per merchant, currency and window: orders, money captured, refunded, net, distinct customers."""
-    width = WINDOW_S
+    """Per merchant, currency and window, partial: orders, money captured, refunded, and the distinct customers
+    (kept as a sorted set, so partial rows of one window fold into its exact distinct count)."""
     return (rows.groupBy("merchant_id", "window_start", "currency")
             .agg(F.count(F.when(F.col("event_type") == ORDER_PLACED, True)).cast("long").alias("orders"),
                  _amount_if(PAYMENT_CAPTURED).alias("gross_cents"),
                  _amount_if(ORDER_REFUNDED).alias("refunds_cents"),
-                 F.count_distinct("customer_id").cast("long").alias("distinct_customers"))
-            .withColumn("net_cents", F.col("gross_cents") - F.col("refunds_cents"))
-            .withColumn("window_end", F.col("window_start") + F.expr(f"make_interval(0, 0, 0, 0, 0, 0, {width})"))
-            .select("merchant_id", "window_start", "window_end", "currency", "orders", "gross_cents",
-                    "refunds_cents", "net_cents", "distinct_customers"))
+                 F.array_sort(F.collect_set("customer_id")).alias("customers")))
 
 
 MERCHANT_REVENUE = GoldTable(
@@ -52,6 +48,13 @@ MERCHANT_REVENUE = GoldTable(
     key_rows=revenue_key_rows,
     compute=merchant_revenue,
     description="One row per merchant, event-time tumbling window and currency.",
+    fold=Fold(merge=("sum(orders) AS orders", "sum(gross_cents) AS gross_cents",
+                     "sum(refunds_cents) AS refunds_cents",
+                     "array_sort(array_distinct(flatten(collect_list(customers)))) AS customers"),
+              output=("merchant_id", "window_start",
+                      f"window_start + make_interval(0, 0, 0, 0, 0, 0, {WINDOW_S}) AS window_end", "currency",
+                      "orders", "gross_cents", "refunds_cents", "gross_cents - refunds_cents AS net_cents",
+                      "CAST(size(customers) AS BIGINT) AS distinct_customers")),
     windows=Windows(width_s=WINDOW_S),
 )
 
@@ -78,45 +81,33 @@ def _earliest(alias: str, event_type: str) -> Column:
                                  "amount_cents"))).alias(alias)
 
 
-def _order_status(placed: Column, payment: Column, refund: Column) -> Column:
-    """With an order: refunded beats paid beats placed. Without one: an orphan payment or an orphan refund."""
-    return (F.when(placed.isNull() & payment.isNotNull(), F.lit(ORPHAN_PAYMENT))
-            .when(placed.isNull(), F.lit(ORPHAN_REFUND))
-            .when(refund.isNotNull(), F.lit(REFUNDED))
-            .when(payment.isNotNull(), F.lit(PAID))
-            .otherwise(F.lit(PLACED)))
-
-
 def order_status(rows: DataFrame, settings: Settings) -> DataFrame:
-    """Per order: its order, payments and refunds, as a FULL OUTER JOIN of the three would pair them.
+    """Per order, partial: its earliest order, payment and refund (each with its attributes) and the sums paid and
+    refunded, as a FULL OUTER JOIN of the three would pair them; the fold's output turns them into the row.
 
-    Either side may be missing: a payment that arrives before its order is an orphan payment until the
-    order arrives, then the same row (same ``order_id``) becomes a paid order, which the Change Data
-    Feed shows as a retraction (update pre-image) and the new row (post-image). Several events of one
-    type add up (payments, refunds); for an order placed twice the earliest placement counts.
+    Either side may be missing: a payment that arrives before its order is an orphan payment until the order
+    arrives, then the same row (same ``order_id``) becomes a paid order, which the table's change feed shows as a
+    retraction (update pre-image) and the new row (post-image). Several events of one type add up (payments,
+    refunds); for an order placed twice the earliest placement counts.
 
-    Computed as one aggregation per order, each side a conditional aggregate: that reads the rows once, where a
-    join of three per-type aggregations reads them three times (three scans of silver per micro-batch).
+    One aggregation per order, each side a conditional aggregate: that reads the rows once, where a join of three
+    per-type aggregations reads them three times.
     """
-    per_order = (rows.where(F.col("event_type").isin(ORDER_PLACED, PAYMENT_CAPTURED, ORDER_REFUNDED))
-                 .groupBy("order_id")
-                 .agg(_earliest("placed", ORDER_PLACED),
-                      _earliest("payment", PAYMENT_CAPTURED), _amount_if(PAYMENT_CAPTURED).alias("paid_cents"),
-                      _earliest("refund", ORDER_REFUNDED), _amount_if(ORDER_REFUNDED).alias("refunded_cents")))
-    placed, payment, refund = F.col("placed"), F.col("payment"), F.col("refund")
-    first_known = {name: F.coalesce(*[side.getField(name) for side in (placed, payment, refund)])
-                   for name in ("customer_id", "merchant_id", "currency")}
-    return per_order.select(
-        "order_id",
-        *[column.alias(name) for name, column in first_known.items()],
-        placed.getField("amount_cents").alias("order_amount_cents"),
-        placed.getField("event_time").alias("placed_at"),
-        "paid_cents",
-        payment.getField("event_time").alias("paid_at"),
-        "refunded_cents",
-        refund.getField("event_time").alias("refunded_at"),
-        _order_status(placed, payment, refund).alias("status"))
+    return (rows.where(F.col("event_type").isin(ORDER_PLACED, PAYMENT_CAPTURED, ORDER_REFUNDED))
+            .groupBy("order_id")
+            .agg(_earliest("placed", ORDER_PLACED),
+                 _earliest("payment", PAYMENT_CAPTURED), _amount_if(PAYMENT_CAPTURED).alias("paid_cents"),
+                 _earliest("refund", ORDER_REFUNDED), _amount_if(ORDER_REFUNDED).alias("refunded_cents")))
 
+
+def _first_known(name: str) -> str:
+    return f"coalesce(placed.{name}, payment.{name}, refund.{name}) AS {name}"
+
+
+# With an order: refunded beats paid beats placed. Without one: an orphan payment or an orphan refund.
+ORDER_STATUS_COLUMN = (f"CASE WHEN placed IS NULL AND payment IS NOT NULL THEN '{ORPHAN_PAYMENT}' "
+                       f"WHEN placed IS NULL THEN '{ORPHAN_REFUND}' WHEN refund IS NOT NULL THEN '{REFUNDED}' "
+                       f"WHEN payment IS NOT NULL THEN '{PAID}' ELSE '{PLACED}' END AS status")
 
 ORDER_STATUS = GoldTable(
     name="order_status",
@@ -125,6 +116,12 @@ ORDER_STATUS = GoldTable(
     key_rows=order_key_rows,
     compute=order_status,
     description="One row per order id: its order, payments and refunds joined FULL OUTER, and its status.",
+    fold=Fold(merge=("min(placed) AS placed", "min(payment) AS payment", "sum(paid_cents) AS paid_cents",
+                     "min(refund) AS refund", "sum(refunded_cents) AS refunded_cents"),
+              output=("order_id", _first_known("customer_id"), _first_known("merchant_id"), _first_known("currency"),
+                      "placed.amount_cents AS order_amount_cents", "placed.event_time AS placed_at", "paid_cents",
+                      "payment.event_time AS paid_at", "refunded_cents", "refund.event_time AS refunded_at",
+                      ORDER_STATUS_COLUMN)),
 )
 
 
@@ -144,7 +141,7 @@ def _session_numbers(rows: DataFrame, gap_s: int) -> DataFrame:
     starts_session = F.coalesce(gap_micros > F.lit(gap_s * 1_000_000), F.lit(True)).cast("int")
     running = by_time.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     return (rows.withColumn("_starts_session", starts_session)
-            .withColumn(SESSION, F.sum("_starts_session").over(running)))
+            .withColumn("_session", F.sum("_starts_session").over(running)))
 
 
 def _count_of(event_type: str) -> Column:
@@ -159,24 +156,11 @@ def customer_sessions(rows: DataFrame, settings: Settings) -> DataFrame:
     Counts, not amounts: a customer buys from merchants in different currencies.
     """
     sessions = _session_numbers(rows, SESSION_GAP_S)
-    return _with_duration(sessions.groupBy("customer_id", SESSION)
-                          .agg(F.min("event_time").alias("session_start"), F.max("event_time").alias("session_end"),
-                               F.count("*").cast("long").alias("events"), _count_of(ORDER_PLACED).alias("orders"),
-                               _count_of(PAYMENT_CAPTURED).alias("payments"),
-                               _count_of(ORDER_REFUNDED).alias("refunds")))
-
-
-def combine_sessions(parts: DataFrame, settings: Settings) -> DataFrame:
-    """Sessions of customer_sessions folded into one per (customer, ``SESSION``): counts add up, and the session
-    runs from the least start to the greatest end."""
-    return _with_duration(parts.groupBy("customer_id", SESSION)
-                          .agg(F.min("session_start").alias("session_start"),
-                               F.max("session_end").alias("session_end"),
-                               *[F.sum(c).cast("long").alias(c) for c in ("events", "orders", "payments", "refunds")]))
-
-
-def _with_duration(sessions: DataFrame) -> DataFrame:
-    return (sessions.withColumn("duration_ms", F.unix_millis("session_end") - F.unix_millis("session_start"))
+    return (sessions.groupBy("customer_id", "_session")
+            .agg(F.min("event_time").alias("session_start"), F.max("event_time").alias("session_end"),
+                 F.count("*").cast("long").alias("events"), _count_of(ORDER_PLACED).alias("orders"),
+                 _count_of(PAYMENT_CAPTURED).alias("payments"), _count_of(ORDER_REFUNDED).alias("refunds"))
+            .withColumn("duration_ms", F.unix_millis("session_end") - F.unix_millis("session_start"))
             .select("customer_id", "session_start", "session_end", "duration_ms", "events", "orders", "payments",
                     "refunds"))
 
@@ -188,7 +172,12 @@ CUSTOMER_SESSIONS = GoldTable(
     key_rows=customer_key_rows,
     compute=customer_sessions,
     description=f"One row per customer session: events no more than {SESSION_GAP_S} s apart in event time.",
-    sessions=Sessions(gap_s=SESSION_GAP_S, combine=combine_sessions),
+    sessions=Sessions(gap_s=SESSION_GAP_S),
+    fold=Fold(merge=("sum(events) AS events", "sum(orders) AS orders", "sum(payments) AS payments",
+                     "sum(refunds) AS refunds"),
+              output=("customer_id", "session_start", "session_end",
+                      "unix_millis(session_end) - unix_millis(session_start) AS duration_ms", "events", "orders",
+                      "payments", "refunds")),
 )
 
 

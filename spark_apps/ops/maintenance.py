@@ -11,10 +11,10 @@ that on a ``delta.appendOnly`` table), so ``VACUUM`` can only delete such rewrit
 are older than the retention. Every row stays in the current version; every version of the window
 stays readable.
 
-``OPTIMIZE`` can conflict with a MERGE the running stream commits at the same time; a conflicting
-operation is retried a few times. Then two checks, each alerting on-call when it fails: the streaming
-checkpoint agrees with ``audit.stream_commits``, and the log still holds every offset from the
-stream's start (a Kappa replay reads the whole log).
+First the store's gold tables are compacted (``ops.compaction``). ``OPTIMIZE`` changes no row and the stream
+only appends, so they do not conflict; a conflicting operation is retried a few times all the same. Then two
+checks, each alerting on-call when it fails: the streaming checkpoint agrees with ``audit.stream_commits``, and
+the log still holds every offset from the stream's start (a Kappa replay reads the whole log).
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, check_retention, stream_tables
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
-from spark_apps.io import delta_log, lineage
+from spark_apps.io import delta_log, lineage, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_writes import with_retries
+from spark_apps.ops.compaction import Compaction, compact
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving.state import SERVING_STATE_TABLE
 from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
-from spark_apps.stream.job import StreamJob, large_gold_tables_get_deletion_vectors
+from spark_apps.stream.job import StreamJob
 
 log = logging.getLogger(__name__)
 SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)
@@ -66,6 +67,7 @@ class MaintenanceReport:
     pipeline: str
     tables: list[TableMaintenance] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    compactions: list[Compaction] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -76,14 +78,12 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
              vacuum: bool = True) -> MaintenanceReport:
     """Maintain every existing table of the pipeline, then run both checks (each alerts when it fails)."""
     report = MaintenanceReport(pipeline=pipeline.name)
+    report.compactions = _compact(spark, settings, pipeline)
     for table in maintained_tables(pipeline):
         path = table_path(settings, table)
         if delta_log.has_commits(path):
             report.tables.append(_maintain_table(spark, table, str(path), settings.vacuum_retention_hours,
                                                 optimize, vacuum))
-    # OPTIMIZE compacts a gold table's small files into large ones, which a MERGE without deletion vectors would copy:
-    # one grown past the threshold gets them now, not only when its stream next starts.
-    large_gold_tables_get_deletion_vectors(spark, settings, pipeline)
     failed = {t.table: t.error for t in report.tables if t.error}
     if failed:
         raise_alert(spark, settings, Alert(
@@ -94,11 +94,26 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     return report
 
 
+def _compact(spark, settings: Settings, pipeline: Pipeline) -> list[Compaction]:
+    """Compaction of the store before its OPTIMIZE (which then packs the compacted files too); a failure is logged
+    and left to the next run: the views are the same either way."""
+    from spark_apps.serving.generations import active
+
+    generation = active(spark, settings, pipeline.name)
+    store = pipeline.tables(generation).store
+    if not delta_log.has_commits(table_path(settings, store)):
+        return []
+    try:
+        return compact(spark, settings, pipeline, generation)
+    except Exception as exc:  # compaction only makes reads cheaper; it must not stop maintenance
+        log.error("compaction of %s failed: %s", store, str(exc).strip().splitlines()[0])
+        return []
+
+
 def maintained_tables(pipeline: Pipeline) -> list[str]:
-    """The stream tables and their commit log, their batch snapshots, and the audit tables every pipeline shares."""
-    tables = stream_tables(pipeline)
-    return [*(t.stream for t in tables if not t.derived), pipeline.tables().commits, *(t.snapshot for t in tables),
-            *SHARED_AUDIT_TABLES]
+    """The stream's store (every stream table is a view of it), the batch snapshots, and the audit tables every
+    pipeline shares."""
+    return [pipeline.tables().store, *(t.snapshot for t in stream_tables(pipeline)), *SHARED_AUDIT_TABLES]
 
 
 def _maintain_table(spark, table: str, path: str, retention_hours: int, optimize: bool,
@@ -140,12 +155,12 @@ def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     """The streaming checkpoint agrees with ``audit.stream_commits``; a critical alert when it does not."""
     from pyspark.sql import functions as F
 
-    commits = table_path(settings, pipeline.tables().commits)
     checkpoint = StreamJob(spark, settings, pipeline).checkpoint
-    if not delta_log.has_commits(commits):
+    if not delta_log.has_commits(table_path(settings, pipeline.tables().store)):
         return Check(CHECKPOINT, True, f"no stream tables in {settings.warehouse_dir} yet")
     done_before = _last(lineage.committed_batches(checkpoint))
-    rows = spark.read.format("delta").load(str(commits)).groupBy("app_id").agg(F.max("batch_id").alias("last"))
+    rows = stream_store.read_view(spark, settings, pipeline, pipeline.tables().commits) \
+        .groupBy("app_id").agg(F.max("batch_id").alias("last"))
     recorded = {r.app_id: r.last for r in rows.collect()}
     done_after = _last(lineage.committed_batches(checkpoint))
     app_id = read_app_id(checkpoint)
@@ -168,8 +183,7 @@ def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
     A lost range raises the ``retention:<topic>`` alert (in ``check_retention``); a log that cannot be
     read raises a critical maintenance alert, since a replay could not be vouched for either.
     """
-    commits = table_path(settings, pipeline.tables().commits)
-    position = last_position(spark, str(commits)) if delta_log.has_commits(commits) else None
+    position = last_position(spark, settings, pipeline)
     if position is None:
         return Check(LOG_RETENTION, True, "the stream has consumed nothing yet")
     try:
@@ -187,7 +201,7 @@ def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
     return Check(LOG_RETENTION, True, f"{position.topic} still holds {spans} (batch {position.batch_id})")
 
 
-def last_position(spark, commits: str) -> lineage.StreamPosition | None:
+def last_position(spark, settings: Settings, pipeline: Pipeline) -> lineage.StreamPosition | None:
     """The log prefix of the last batch in the commit log, None before the first one.
 
     Read from its rows (the batch's end, the start of its app's first batch), not from the table history,
@@ -195,8 +209,10 @@ def last_position(spark, commits: str) -> lineage.StreamPosition | None:
     """
     from pyspark.sql import functions as F
 
-    version = delta_log.latest_version(Path(commits))
-    rows = spark.read.format("delta").option("versionAsOf", version).load(commits)
+    if not delta_log.has_commits(table_path(settings, pipeline.tables().store)):
+        return None
+    version = stream_store.latest_version(settings, pipeline)
+    rows = stream_store.read_view(spark, settings, pipeline, pipeline.tables().commits, version)
     last = rows.orderBy(F.desc("batch_id")).first()
     if last is None:
         return None
@@ -212,7 +228,7 @@ def _last(batches: list[int]) -> int:
 
 def summary_lines(report: MaintenanceReport) -> list[str]:
     """One line per table and per check, for the command line and the task log."""
-    lines = []
+    lines = [c.line() for c in report.compactions]
     for t in report.tables:
         vacuumed = "not vacuumed" if t.vacuumed is None else f"{t.vacuumed} vacuumed"
         line = (f"{t.table:36s} {'FAILED' if t.error else 'OK':6s} files {t.files_before} -> {t.files_after}, "

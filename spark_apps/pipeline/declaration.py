@@ -5,15 +5,15 @@ A pipeline names its source topic, its event schema and its gold tables. Each go
 - ``recompute_keys``: rows that share these are recomputed together (``merchant_id, window_start``);
 - ``primary_keys``: the identity of one output row (often the same; a superset for session windows);
 - ``key_rows(silver)``: the silver rows that feed the table, with the recompute-key columns added;
-- ``compute(rows)``: a deterministic function from those rows to output rows;
-- ``sessions`` (optional, :class:`Sessions`): the rows are gap-bounded sessions of each recompute key, so only
-  the sessions within one gap of a touched event are recomputed, not all of the key's (and, with ``combine``,
-  the stream and the incremental audit extend them from their stored rows, not from their events);
+- ``compute(rows)``: a deterministic function from those rows to output rows (with ``fold``: to partial rows);
+- ``fold`` (optional, :class:`Fold`): the rows of any parts of a key's events fold into the rows of all of them,
+  so a micro-batch writes the partial rows of its own events and reads nothing (the table is their fold);
+- ``sessions`` (optional, :class:`Sessions`): the rows are gap-bounded sessions of each recompute key;
 - ``windows`` (optional, :class:`Windows`): a recompute key is a tumbling event-time window, so the rows of the
   touched windows are read from the files whose times reach them, not from all of silver.
 
-The engine calls the same two functions on the rows of the keys a micro-batch touches (stream) and
-on all rows (batch recompute), which is what makes the two comparable exactly.
+The engine calls the same functions on the events of one micro-batch or of the keys it touches (stream) and on
+all events (batch recompute), which is what makes the two comparable exactly.
 """
 
 from __future__ import annotations
@@ -37,8 +37,12 @@ DataFrameFn = Callable[..., object]
 
 # The columns a key's span of sessions comes in (``transforms.sessions``): its first and last time to recompute.
 SPAN_LO, SPAN_HI = "_span_lo", "_span_hi"
-# The column that numbers, per recompute key, the sessions a ``Sessions.combine`` folds rows into.
+# The column that numbers, per recompute key, the sessions a fold merges rows into.
 SESSION = "_session"
+# Names the platform keeps for its own columns of the stream's store (``transforms.store``) begin with this, and
+# a gold table's columns there are prefixed with its name and this separator.
+RESERVED_PREFIX = "_"
+COLUMN_SEPARATOR = "__"
 
 
 @dataclass(frozen=True)
@@ -48,15 +52,13 @@ class Sessions:
     the recompute keys and ``start_column`` (the run's first time), with ``end_column`` its last.
 
     An event can then change only the sessions of its key that come within ``gap_s`` of its time (it joins,
-    grows or bridges them, or, removed, splits one), so a micro-batch recomputes those sessions from the events
-    between their bounds, not every session of the key: a customer's whole history stays untouched.
+    grows or bridges them, or, removed, splits one). The sessions of a set of events are the sessions of any split
+    of it, merged where they come within ``gap_s`` (``transforms.sessions``): with a :class:`Fold`, the sessions of
+    each micro-batch's events fold into the sessions of the whole log, however long one runs (a customer who never
+    pauses has one session as long as the log).
 
-    ``combine`` (optional) folds rows of the table into sessions: given rows that carry the recompute keys and
-    ``SESSION``, one row per (keys, ``SESSION``), as ``compute`` would give for the union of their events (sums of
-    counts, the least start, the greatest end, columns derived from those). Sessions of a set of events are then
-    the sessions of any split of it, merged where they come within ``gap_s`` (``transforms.sessions``), so events
-    added after a session (a customer who never pauses has one session as long as the log) extend its stored row
-    instead of recomputing it from every event in it. A wrong ``combine`` shows as a mismatch in the audit.
+    ``combine`` is accepted for pipelines declared before folds and no longer used: a :class:`Fold` on the table
+    is what extends stored sessions by new events; without one, touched sessions are recomputed from their events.
     """
 
     gap_s: int
@@ -64,6 +66,28 @@ class Sessions:
     start_column: str = "session_start"
     end_column: str = "session_end"
     combine: DataFrameFn | None = None
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Declares a gold table's rows to fold: ``compute`` of any parts of a key's events gives partial rows, and the
+    partial rows of all the parts, merged, give the rows ``compute`` of all the events would, finished by
+    ``output``.
+
+    ``merge``: SQL aggregate expressions, each ``expression AS column``, over the partial rows of one primary key
+    (for :class:`Sessions`, of one merged session: its start and end are merged by the platform), giving every
+    partial column but the keys. ``output``: SQL expressions over a merged row giving the table's columns, in order
+    (empty: the partial columns themselves). Both are SQL because the table is a view that folds the partial rows
+    the stream wrote, read by any SQL client; the batch recompute folds its partial rows with the same text.
+
+    What it buys: the stream writes the partial rows of each micro-batch's own events and never reads back a key's
+    earlier events. Sums, counts, least and greatest values and unions of sets fold; a distinct count needs its set
+    kept as a partial column (``merchant_revenue`` keeps its customers). A wrong fold shows as a mismatch in the
+    audit, which recomputes every table from all of its events.
+    """
+
+    merge: tuple[str, ...]
+    output: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +105,7 @@ class Windows:
 
 @dataclass(frozen=True)
 class GoldTable:
-    """One derived table, recomputed per key from silver."""
+    """One derived table: a function of silver's on-time events, per key."""
 
     name: str
     recompute_keys: tuple[str, ...]
@@ -89,9 +113,12 @@ class GoldTable:
     key_rows: DataFrameFn
     compute: DataFrameFn
     description: str = ""
+    # Accepted for pipelines declared before retractions became data: every gold table's changes, retractions
+    # included, are now derived from its view (``io.stream_store.changes``), whatever this says.
     change_data_feed: bool = True
     sessions: Sessions | None = None
     windows: Windows | None = None
+    fold: Fold | None = None
 
     def __post_init__(self) -> None:
         if not self.recompute_keys or not set(self.recompute_keys) <= set(self.primary_keys):
@@ -104,6 +131,11 @@ class GoldTable:
                              or self.windows.width_s <= 0):
             raise PlatformError(f"gold table {self.name!r}: windows need a positive width_s and their start_column "
                                 f"({self.windows.start_column!r}) among the recompute_keys, and exclude sessions")
+        if not self.name.isidentifier() or self.name.startswith(RESERVED_PREFIX) or COLUMN_SEPARATOR in self.name:
+            raise PlatformError(f"gold table name {self.name!r}: letters, digits and single underscores, not "
+                                f"starting with {RESERVED_PREFIX!r} (the stream's store prefixes its columns with it)")
+        if self.fold is not None and not self.fold.merge:
+            raise PlatformError(f"gold table {self.name!r}: a fold needs merge expressions")
 
 
 @dataclass(frozen=True)
@@ -132,6 +164,12 @@ class Pipeline:
         names = [table.name for table in self.gold_tables]
         if len(set(names)) != len(names):
             raise PlatformError(f"pipeline {self.name!r} declares a gold table twice: {names}")
+        reserved = [spec.name for spec in self.schema.fields
+                    if spec.name.startswith(RESERVED_PREFIX) or COLUMN_SEPARATOR in spec.name]
+        if reserved:
+            raise PlatformError(f"pipeline {self.name!r}: event field names may not start with {RESERVED_PREFIX!r} "
+                                f"or hold {COLUMN_SEPARATOR!r}, which the stream's store keeps for its own columns: "
+                                f"{', '.join(reserved)}")
         object.__setattr__(self, "gold_by_name", {table.name: table for table in self.gold_tables})
 
     def source_topic(self, settings) -> str:
@@ -152,20 +190,19 @@ class Pipeline:
         return TableNames(self.table_prefix, generation)
 
     def stream_table_names(self, generation: str = "", commit_log: bool = True) -> list[str]:
-        """Every Delta table the stream writes, in the order a micro-batch commits them (the commit log last)."""
-        names = self.tables(generation).in_write_order([table.name for table in self.gold_tables])
+        """Every table the stream keeps, by the names readers use (each a view of its store): records, silver, gold,
+        and the commit log last."""
+        names = self.tables(generation).views([table.name for table in self.gold_tables])
         return names if commit_log else names[:-1]
-
-    def derived_table_names(self, generation: str = "") -> list[str]:
-        """The silver tables that are views of the stream's tables, not written by it (``TableNames.derived``)."""
-        return self.tables(generation).derived()
 
 
 @dataclass(frozen=True)
 class TableNames:
     """Fully qualified names of the tables one pipeline's stream maintains.
 
-    ``generation`` suffixes every stream table, so a replay can build a new set beside the old one.
+    The stream writes one Delta table, its ``store``: every micro-batch is one commit of it. Every other name is a
+    view of the store (``transforms.store``). ``generation`` suffixes every name, so a replay can build a new set
+    beside the old one.
     """
 
     prefix: str = ""
@@ -174,6 +211,11 @@ class TableNames:
     def _name(self, schema: str, table: str) -> str:
         suffix = f"__{self.generation}" if self.generation else ""
         return f"{schema}.{self.prefix}{table}{suffix}"
+
+    @property
+    def store(self) -> str:
+        """The one Delta table the stream writes: records, gold rows and commit rows, by kind."""
+        return self._name("stream", "micro_batches")
 
     @property
     def bronze(self) -> str:
@@ -206,16 +248,10 @@ class TableNames:
     def gold(self, name: str) -> str:
         return self._name("gold", name)
 
-    def in_write_order(self, gold_tables: list[str]) -> list[str]:
-        """The stream's tables in commit order: the commit log comes last, so it never runs ahead of a table."""
-        return [self.bronze, self.dead_letters, self.candidates, self.events,
+    def views(self, gold_tables: list[str]) -> list[str]:
+        """Every view of the store, records first and the commit log last."""
+        return [self.bronze, self.dead_letters, self.candidates, self.events, self.late_events, self.duplicates,
                 *[self.gold(name) for name in gold_tables], self.commits]
-
-    def derived(self) -> list[str]:
-        """Views over the candidates and events, never written by the stream: the late events (events flagged
-        late) and the duplicates (every candidate but its event's winner). A micro-batch that commits the two
-        tables below them has updated them too, in the same commits."""
-        return [self.late_events, self.duplicates]
 
 
 def registered_pipelines() -> list[str]:

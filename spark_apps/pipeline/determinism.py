@@ -1,8 +1,8 @@
 """The determinism guard: a gold table's functions must give the same rows for the same events.
 
 Replay rebuilds a table from offset 0 and the batch job recomputes it from the same log prefix;
-reconciliation then compares the results exactly. That only holds when ``key_rows`` and ``compute``
-depend on their input rows alone. The guard builds both plans on an empty frame, walks Spark's
+reconciliation then compares the results exactly. That only holds when ``key_rows``, ``compute`` and a
+``Fold``'s SQL depend on their input rows alone. The guard builds both plans on an empty frame, walks Spark's
 analyzed logical plan and refuses, before any table is created, a plan that uses:
 
 - an expression Spark itself marks non-deterministic: ``rand``, ``randn``, ``uuid``, ``shuffle``,
@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.folds import folded
 
 CLOCK_READERS = frozenset({"CurrentTimestamp", "Now", "CurrentDate", "CurrentTime", "LocalTimestamp",
                            "CurrentBatchTimestamp"})
@@ -62,11 +63,15 @@ def assert_deterministic(pipeline: Pipeline, on_time_events: DataFrame, settings
     problems = []
     for gold in pipeline.gold_tables:
         keyed = gold.key_rows(empty, settings)
+        computed = gold.compute(keyed, settings)
         in_key_rows = non_deterministic_expressions(keyed)
-        in_compute = [found for found in non_deterministic_expressions(gold.compute(keyed, settings))
-                      if found not in in_key_rows]
+        in_compute = [found for found in non_deterministic_expressions(computed) if found not in in_key_rows]
+        in_fold = [] if gold.fold is None else [
+            found for found in non_deterministic_expressions(folded(gold, computed))
+            if found not in in_key_rows and found not in in_compute]
         uses = [f"{function} uses non-deterministic {', '.join(found)}"
-                for function, found in (("key_rows", in_key_rows), ("compute", in_compute)) if found]
+                for function, found in (("key_rows", in_key_rows), ("compute", in_compute), ("fold", in_fold))
+                if found]
         if uses:
             problems.append(f"pipeline {pipeline.name!r}, gold table {gold.name!r}: {'; '.join(uses)}")
     if problems:

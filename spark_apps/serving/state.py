@@ -20,7 +20,7 @@ from spark_apps.audit.ledger import FULL, LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
-from spark_apps.io import serving_cut
+from spark_apps.io import serving_cut, stream_store
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
@@ -334,7 +334,7 @@ def register_views(spark, settings: Settings, pipeline: Pipeline) -> list[Decisi
         return []
     with serving_cut.locked(settings, pipeline.name):
         cut = decided_cut(spark, settings, pipeline, decisions)
-        columns = serving_cut.write(spark, settings, cut)
+        columns = serving_cut.write(spark, settings, pipeline, cut)
         for d in decisions:
             pinned = f" VERSION AS OF {d.source_version}" if d.source_version is not None else ""
             properties = {"kappa.serving.mode": d.mode, "kappa.serving.source": served_from(d),
@@ -378,8 +378,8 @@ def decided_cut(spark, settings: Settings, pipeline: Pipeline, decisions: list[D
             runs.get(("stream", d.table, d.source_table))
         if row is None or row["stream_table"] != d.source_table:
             row = runs.get(("stream", d.table, d.source_table))
-        version = row["stream_version"] if row is not None else serving_cut.latest_version(
-            spark, str(table_path(settings, d.source_table)))
+        version = row["stream_version"] if row is not None else stream_store.latest_version(
+            settings, pipeline, generation)
         members.append(Member(d.table, d.source_table, version, _offsets(row)))
     basis = f"run {anchor['run_id']}" if anchor is not None else f"run {decisions[0].run_id}"
     return Cut(pipeline.name, serving_cut.FOLLOWS_AUDIT, generation, basis, tuple(members), str(settings.warehouse_dir))

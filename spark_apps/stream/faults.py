@@ -1,9 +1,9 @@
 """A fault-injection hook for recovery tests: stop the job at a named point of a micro-batch.
 
-``KAPPA_FAULT_INJECT=after_silver@2`` raises inside batch 2 right after the silver commits (the
-query fails, as after a crash, with nothing in Spark's commit log); ``after_silver@2:kill`` ends
-the process with SIGKILL at that point, as ``kill -9`` would; ``after_silver@2:enospc`` fails the
-next write there as a full disk does (``OSError`` ENOSPC), for the chaos suite's disk-full scenario.
+``KAPPA_FAULT_INJECT=after_write@2`` raises inside batch 2 right after its one commit to the store
+(the query fails, as after a crash, with nothing in Spark's commit log); ``after_write@2:kill`` ends
+the process with SIGKILL at that point, as ``kill -9`` would; ``after_parse@2:enospc`` fails before
+the write as a full disk does (``OSError`` ENOSPC), for the chaos suite's disk-full scenario.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import signal
 
 from spark_apps.core.errors import SettingsError
 
-STAGES = ("after_bronze", "after_dead_letters", "after_candidates", "after_silver", "after_gold",
-          "before_checkpoint_commit")
+STAGES = ("after_parse", "after_write", "before_checkpoint_commit")
 ACTIONS = ("raise", "kill", "enospc")
 
 

@@ -1,24 +1,24 @@
 """The Kappa layer: one Structured Streaming query that keeps every stream table of a pipeline.
 
-Per micro-batch (``foreachBatch``), each write idempotent for (app id, batch id). The first four read only the
-batch's parsed rows, so they run at once; gold follows silver:
+Each micro-batch is one commit of the pipeline's store (``transforms.store``), so a batch is in every table or in
+none:
 
-1. ``bronze.events_raw``: every record with its log coordinates and append time (append);
-2. ``audit.dead_letters``: records that failed parsing or validation, with the reason (append, when any);
-3. ``silver.event_candidates``: every valid record (append) - so bronze = candidates + dead letters;
-4. ``silver.events``: the batch's first record of each event id, MERGEd so that the record earliest in the log
-   (lowest partition, offset) wins - the minimum of all candidates, without reading them back;
-5. each gold table, once silver is written: for what the batch touches, recomputed from silver (MERGE);
-6. ``audit.stream_commits``, once all of them are written: the batch id and the log prefix the tables now reflect.
+1. Spark runs the query's plan (``stream.query``): the batch's records read from the log and parsed once, and the
+   winner of each event id they hold, from its winner so far in Spark's state store and the batch's own records
+   (the earliest record in the log wins, so that is the winner of the whole log so far). The batch is materialized
+   once, which also commits the state of that batch;
+2. the records get their flags (late by the pipeline's rule, winner or not) and are counted, with the ids whose
+   earlier winner a record of the batch displaced (the same id earlier in the log: rare);
+3. each gold table gets its rows: a table that folds the partial rows of the batch's on-time winners, read from
+   nothing else; a table that does not, and a key a displaced winner left, rows recomputed from every on-time
+   winner of the key, read back from the store;
+4. the records, any displaced winners, the gold rows and the batch's commit row are appended to the store at once.
 
-``silver.late_events`` and ``silver.duplicates`` are views of the candidates and events, so the commits of steps 3
-and 4 update them too.
-
-Every one of those commits also carries the batch id and end offsets in its ``userMetadata``.
-Replaying a batch after a crash at any point leaves every table as if it ran once; a batch already in the
-commits table is not redone at all. Only one instance
-runs per checkpoint (a second one is fenced out at start, see ``fencing``), and a MERGE that conflicts
-with a concurrent commit (an OPTIMIZE) is retried a few times.
+Every view readers query (``bronze.events_raw``, ``silver.*``, ``gold.*``, ``audit.dead_letters``,
+``audit.stream_commits``) is a pure function of the store, so it moves with that one commit. The commit carries
+the batch id and offsets in its ``userMetadata``. A batch replayed after a crash that reached the commit finds its
+commit row and writes nothing; one that did not runs again from the state of the batch before it. Only one
+instance runs per checkpoint (a second one is fenced out at start, see ``fencing``).
 """
 
 from __future__ import annotations
@@ -37,66 +37,34 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
-from spark_apps.io import lineage, log_identity, serving_cut
-from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, table_path
-from spark_apps.io.delta_changes import rows_added
-from spark_apps.io.delta_writes import (
-    GOLD_TABLE_PROPERTIES,
-    MERGE_TARGET_PROPERTIES,
-    BatchCommit,
-    append_once,
-    batch_commit,
-    commit_metadata,
-    deletion_vectors_once_large,
-    merge_earliest,
-    staggered_checkpoints,
-    upsert_gold_keys,
-    upsert_recomputed,
-    with_retries,
-)
+from spark_apps.io import lineage, log_identity, serving_cut, stream_store
+from spark_apps.io.delta_writes import commit_metadata, with_retries
 from spark_apps.io.fencing import CheckpointFence
-from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, fixed_changes, key_set
-from spark_apps.io.parallel_writes import write_in_parallel
+from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
+from spark_apps.io.parallel_writes import cloned_session
 from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
+from spark_apps.stream import micro_batch
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
-from spark_apps.transforms.events import (
-    added_winners,
-    duplicates_query,
-    earlier_in_log,
-    future_flag,
-    gold_changes,
-    high_water_marks,
-    late_events_query,
-    lateness_flag,
-    touched_keys,
-    winners,
-    with_high_water,
-)
-from spark_apps.transforms.parsing import (
-    COORDINATE_COLUMNS,
-    REASON_COLUMN,
-    candidate_rows,
-    dead_letters,
-    parse_records,
-)
-from spark_apps.transforms.sessions import extends_sessions, sessions_after
+from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
+from spark_apps.transforms.events import high_water_marks, touched_keys
+from spark_apps.transforms.store import EPOCH, LATE, commit_row
 
 log = logging.getLogger(__name__)
-# Bronze keeps each record exactly as the log holds it: its coordinates, append time, key and value.
-BRONZE_COLUMNS = COORDINATE_COLUMNS
-# Set on the stream's own (cloned) session; the caller's session, and so the batch recompute, keeps Spark's defaults.
-# A micro-batch runs many small queries:
-# - adaptive execution splits each into extra jobs (one per re-planned stage) that cost more than they save
-#   (measured: 97 Spark jobs per 1,000-record batch instead of 151);
-# - a runtime Bloom filter on the silver MERGE's join is built every batch and shipped (4.1 MiB) inside the task
-#   binary of every task of the MERGE's scans (measured, docs/scaling.md: the silver stage about a fifth faster
-#   without it).
+# Set on the stream's own session; the caller's session, and so the batch recompute, keeps Spark's defaults.
+# A micro-batch runs a few queries over a few thousand rows:
+# - adaptive execution splits each into extra jobs (one per re-planned stage) that cost more than they save;
+# - a runtime Bloom filter on a join is built and shipped inside the task binaries for nothing at this size;
+# - a partitioned write sorts its rows by partition unless it may keep a writer open per partition.
 STREAM_SESSION_CONF = {"spark.sql.adaptive.enabled": "false",
-                       "spark.sql.optimizer.runtime.bloomFilter.enabled": "false"}
+                       "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
+                       "spark.sql.maxConcurrentOutputFileWriters": "8"}
+# A batch of at most this many records runs its own queries (not the state's) with one shuffle partition: each
+# partition of a shuffle is a task, and on two cores four tasks over two thousand rows only wait for each other.
+SMALL_BATCH_RECORDS = KEYS_IN_DRIVER_MAX_RECORDS
 
 
 class CheckpointMismatch(PlatformError):
@@ -123,16 +91,8 @@ class BatchStats:
     future_events: int = 0
 
 
-def large_gold_tables_get_deletion_vectors(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> None:
-    """Each gold table of ``pipeline`` that has reached ``KAPPA_DELETION_VECTORS_MIN_BYTES`` gets deletion vectors
-    (``deletion_vectors_once_large``; a table not created yet has no checksum and is left alone)."""
-    for gold in pipeline.gold_tables:
-        deletion_vectors_once_large(spark, str(table_path(settings, pipeline.tables(generation).gold(gold.name))),
-                                    settings.deletion_vectors_min_bytes)
-
-
 class StreamJob:
-    """Builds the tables, checks the checkpoint against them, runs the query."""
+    """Builds the store and its views, checks the checkpoint against them, runs the query."""
 
     def __init__(self, spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> None:
         self.spark = spark
@@ -146,51 +106,32 @@ class StreamJob:
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
         self.fence = CheckpointFence(self.checkpoint)
         self.app_id: str | None = None
-        # The last batch this app recorded in the commits table: every batch up to it is in every table already.
+        # The last batch this app recorded in the store: every batch up to it is in every table already.
         self.recorded_through = -1
         # The id of the topic this checkpoint reads (recorded at its first start); the heartbeat carries it.
         self.topic_id: str | None = None
         self.stats: list[BatchStats] = []
         self.lateness = pipeline.lateness_rule(settings)
-        # The last batch Spark had planned when this run's query started: only a batch up to it can be a replay of
-        # one that began before (None until the query starts: then any batch may be).
-        self.replayable_through: int | None = None
-        # Under the high-water-mark lateness rule: per partition, the mark the committed candidates leave (epoch
-        # microseconds), read from the candidates table at the first batch and advanced by each batch after it.
+        # Under the high-water-mark lateness rule: per partition, the mark the committed records leave (epoch
+        # microseconds), read from the store at the first batch and advanced by each batch after it.
         self.high_water: dict[int, int] | None = None
-
-    def path(self, table: str) -> str:
-        return str(table_path(self.settings, table))
+        self.store = stream_store.store_path(settings, pipeline, generation)
 
     # ---- tables -------------------------------------------------------------------------------
 
     def ensure_tables(self) -> None:
-        """Create every stream table (empty) with the schema the transforms produce, after refusing a
-        pipeline whose gold functions are not deterministic (so a refused one leaves no table behind)."""
-        schema = self.pipeline.schema
+        """Create the store (empty) and its views, after refusing a pipeline whose gold functions are not
+        deterministic (so a refused one leaves no table behind)."""
+        from pyspark.sql import functions as F
+
+        from spark_apps.transforms.parsing import candidate_rows, parse_records
+
         raw = self.spark.createDataFrame([], "key binary, value binary, topic string, partition int, "
                                              "offset long, timestamp timestamp, timestampType int")
-        parsed = parse_records(raw, schema)
-        candidates = with_high_water(candidate_rows(parsed, schema), schema.time_field, self.lateness)
-        events = winners(candidates, schema.id_field, schema.time_field, self.lateness)
-        on_time = events.where("NOT is_late")
+        on_time = candidate_rows(parse_records(raw, self.pipeline.schema), self.pipeline.schema) \
+            .withColumn(LATE, F.lit(False))
         assert_deterministic(self.pipeline, on_time, self.settings)
-        merged = MERGE_TARGET_PROPERTIES
-        cdf = {"delta.enableChangeDataFeed": "true"}
-        tables = {self.tables.bronze: (parsed.select(*BRONZE_COLUMNS).schema, {}),
-                  self.tables.dead_letters: (dead_letters(parsed).schema, {}),
-                  self.tables.candidates: (candidates.schema, {}),
-                  self.tables.events: (events.schema, merged | cdf),
-                  self.tables.commits: (_commits_schema(), {})}
-        small = GOLD_TABLE_PROPERTIES
-        for gold in self.pipeline.gold_tables:
-            output = gold.compute(gold.key_rows(on_time, self.settings), self.settings)
-            tables[self.tables.gold(gold.name)] = (output.schema, (small | cdf) if gold.change_data_feed else small)
-        checkpoints = staggered_checkpoints(list(tables))
-        for name, (table_schema, properties) in tables.items():
-            ensure_table(self.spark, self.settings, name, table_schema, properties=properties | checkpoints[name])
-        large_gold_tables_get_deletion_vectors(self.spark, self.settings, self.pipeline, self.generation)
-        register_derived_views(self.spark, self.settings, self.pipeline, self.generation)
+        stream_store.ensure_store(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------
 
@@ -198,14 +139,15 @@ class StreamJob:
         """Return the app id tied to this checkpoint, refusing any state that would skip or repeat data."""
         done = lineage.committed_batches(self.checkpoint)
         last_done = done[-1] if done else -1
-        commits = self.spark.read.format("delta").load(self.path(self.tables.commits))
+        commits = stream_store.read_view(self.spark, self.settings, self.pipeline, self.tables.commits,
+                                         generation=self.generation)
         last_per_app = commits.groupBy("app_id").agg({"batch_id": "max"}).collect()
         recorded = {r["app_id"]: r["max(batch_id)"] for r in last_per_app}
         app_id = read_app_id(self.checkpoint)
         problem = checkpoint_problem(app_id, recorded, last_done, last_done,
                                      planned=bool(lineage.planned_batches(self.checkpoint)))
         if problem:
-            raise CheckpointMismatch(f"checkpoint {self.checkpoint} of {self.tables.commits}: {problem}. Run "
+            raise CheckpointMismatch(f"checkpoint {self.checkpoint} of {self.tables.store}: {problem}. Run "
                                      "`kappa stream --reset --yes` to rebuild every stream table from offset 0")
         self.recorded_through = recorded.get(app_id, -1) if app_id is not None else -1
         if app_id is None:
@@ -215,240 +157,183 @@ class StreamJob:
         return app_id
 
     def reset(self) -> None:
-        """Delete this job's checkpoint and stream tables (the log is untouched); never under a running instance."""
+        """Delete this job's checkpoint (Spark's state with it), store and views (the log is untouched); never under
+        a running instance."""
         import shutil
 
         self.fence.acquire()
-        for table in self.pipeline.stream_table_names(self.tables.generation):
-            self.spark.sql(f"DROP TABLE IF EXISTS {table}")
-            shutil.rmtree(self.path(table), ignore_errors=True)
+        for view in self.pipeline.stream_table_names(self.generation):
+            self.spark.sql(f"DROP VIEW IF EXISTS {view}")
+        self.spark.sql(f"DROP TABLE IF EXISTS {self.tables.store}")
+        shutil.rmtree(self.store, ignore_errors=True)
         shutil.rmtree(self.checkpoint, ignore_errors=True)
         self.high_water = None
 
     # ---- the micro-batch ----------------------------------------------------------------------
 
     def process_batch(self, batch_df, batch_id: int) -> None:
-        """Apply one micro-batch to every table; safe to call again with the same batch id."""
+        """Apply one micro-batch to the store in one commit; safe to call again with the same batch id."""
         started = time.monotonic()
         timings: dict[str, float] = {}
         end = lineage.batch_end_offsets(self.checkpoint, batch_id, self.topic)
         if batch_id <= self.recorded_through:
-            # Its commit row, the last write of a batch, is there: a crash came between it and Spark's commit log.
-            # Every write would be skipped by its (app id, batch id) anyway; skipping the work saves a whole batch.
-            log.info("batch %d: already in every table (recorded in %s); nothing to redo", batch_id,
-                     self.tables.commits)
+            # Its commit is in the store: a crash came between it and Spark's commit log. Spark still expects this
+            # attempt to commit the batch's state, so the batch's rows are computed and thrown away: the state
+            # comes out as the first attempt left it, since it derives from the same records and earlier state.
+            batch_df.write.format("noop").mode("overwrite").save()
+            log.info("batch %d: already in the store (%s); nothing to redo", batch_id, self.tables.store)
             self.stats.append(BatchStats(batch_id, 0, 0, time.monotonic() - started, {}, end))
             return
         spark = batch_df.sparkSession
-        for key, value in STREAM_SESSION_CONF.items():
-            spark.conf.set(key, value)
         start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
         records = lineage.records_between(start, end)
-        choose_execution(spark, records)
-        app_id = self.app_id
-        meta = {"pipeline": self.pipeline.name, "app_id": app_id, "batch_id": batch_id, "topic": self.topic,
+        self._configure(spark, records)
+        meta = {"pipeline": self.pipeline.name, "app_id": self.app_id, "batch_id": batch_id, "topic": self.topic,
                 "end_offsets": {str(p): o for p, o in sorted(end.items())},
                 "stream_start_offsets": {str(p): o for p, o in
                                          sorted(lineage.initial_offsets(self.checkpoint, self.topic).items())}}
         with commit_metadata(spark, meta):
-            with timed(timings, "parse"):
-                # Read Kafka and parse once; every write below reuses these rows.
-                parsed = parse_records(batch_df, self.pipeline.schema).localCheckpoint(eager=True)
-                n_valid, n_dead, n_future = self._tally(parsed)
-            candidates = self._candidate_rows(spark, parsed, start)
-            # The four tables below read only this batch's rows, not each other: written at once, each in a session
-            # of its own, so one's commit overlaps another's planning. Gold follows silver in silver's own thread.
-            with timed(timings, "tables"):
-                write_in_parallel(spark, {
-                    "bronze": lambda _: self._append_bronze(parsed, app_id, batch_id),
-                    "dead_letters": lambda _: self._append_dead_letters(parsed, n_dead, app_id, batch_id),
-                    "candidates": lambda _: self._append_candidates(parsed, candidates, app_id, batch_id),
-                    "silver_and_gold": lambda session: self._silver_and_gold(
-                        session, candidates, n_valid, app_id, batch_id, records <= KEYS_IN_DRIVER_MAX_RECORDS,
-                        timings),
-                }, timings)
-            self.faults.reached("after_gold", batch_id)
-            with timed(timings, "commit_record"):
-                self._record_commit(spark, meta, start, n_valid + n_dead, n_dead, time.monotonic() - started)
+            with timed(timings, "state"):
+                # Reads and parses the batch and commits the winners' state, once: every step below reads this.
+                batch = batch_df.localCheckpoint(eager=True)
+            self.faults.reached("after_parse", batch_id)
+            parsed, winners = micro_batch.split(batch)
+            if self.lateness.uses_high_water_mark and self.high_water is None:
+                self.high_water = self._marks_before(spark, start)
+            rows = micro_batch.flagged(parsed, winners, self.pipeline, self.lateness, self.high_water)
+            with timed(timings, "tally"):
+                tally = micro_batch.tally(rows, winners, self.pipeline, self.lateness, self.settings)
+            with timed(timings, "gold"):
+                parts = [micro_batch.record_rows(rows, batch_id),
+                         *self._gold_parts(spark, rows, tally, batch_id, records <= SMALL_BATCH_RECORDS)]
+            counts = {"pipeline": self.pipeline.name, "app_id": self.app_id, "topic": self.topic,
+                      "start_offsets": {int(p): int(o) for p, o in start.items()},
+                      "end_offsets": {int(p): int(o) for p, o in end.items()},
+                      "records": tally.valid + tally.dead, "dead_letters": tally.dead,
+                      "duration_ms": int((time.monotonic() - started) * 1000)}
+            parts.append(spark.createDataFrame([commit_row(counts, batch_id)], self._commit_schema()))
+            with timed(timings, "write"):
+                self._append(parts, batch_id, small=records <= SMALL_BATCH_RECORDS)
             self.recorded_through = batch_id
+            if self.lateness.uses_high_water_mark:
+                for partition, mark in tally.marks.items():
+                    self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
+            self.faults.reached("after_write", batch_id)
             with timed(timings, "serving_cut"):
-                self._move_serving_cut(spark, app_id, batch_id, end)
+                self._move_serving_cut(spark, batch_id, end)
             self.faults.reached("before_checkpoint_commit", batch_id)
-        stats = BatchStats(batch_id, n_valid + n_dead, n_dead, time.monotonic() - started, timings, end,
-                           future_events=n_future)
+        stats = BatchStats(batch_id, tally.valid + tally.dead, tally.dead, time.monotonic() - started, timings, end,
+                           future_events=tally.future)
         self.stats.append(stats)
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  phase_times(timings))
 
-    def _append(self, rows, table: str, app_id: str, batch_id: int) -> None:
-        """Append a batch's rows to one of the stream's tables once (``append_once``): only a batch this run may be
-        replaying looks for its own commit first."""
-        replayed = self.replayable_through is None or batch_id <= self.replayable_through
-        append_once(rows, self.path(table), app_id, batch_id, replayed)
+    def _configure(self, spark, records: int) -> None:
+        for key, value in STREAM_SESSION_CONF.items():
+            spark.conf.set(key, value)
+        choose_execution(spark, records)
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       "1" if records <= SMALL_BATCH_RECORDS else str(self.settings.spark_shuffle_partitions))
 
-    def _append_bronze(self, parsed, app_id: str, batch_id: int) -> None:
-        self._append(parsed.select(*BRONZE_COLUMNS), self.tables.bronze, app_id, batch_id)
-        self.faults.reached("after_bronze", batch_id)
-
-    def _append_dead_letters(self, parsed, n_dead: int, app_id: str, batch_id: int) -> None:
-        if n_dead:
-            self._append(dead_letters(parsed), self.tables.dead_letters, app_id, batch_id)
-        self.faults.reached("after_dead_letters", batch_id)
-
-    def _candidate_rows(self, spark, parsed, start: dict[int, int]):
-        """The batch's valid records; under the high-water-mark rule each carries its partition's mark.
-
-        The marks a batch starts from are those of the candidates before its start offsets, read from the table at
-        the first batch of a run and carried in memory after it. A batch replayed after a crash therefore gets the
-        very rows it appended the first time, whose append is then skipped."""
-        schema = self.pipeline.schema
-        rows = candidate_rows(parsed, schema)
-        if self.lateness.uses_high_water_mark:
-            if self.high_water is None:
-                self.high_water = self._marks(self._candidates_before(spark, start))
-            rows = with_high_water(rows, schema.time_field, self.lateness, self.high_water)
-        return rows
-
-    def _append_candidates(self, parsed, candidates, app_id: str, batch_id: int) -> None:
-        """Append the candidate rows, then carry their marks forward (``candidates`` already holds the marks
-        they started from, so the batch's other writes never see the new ones)."""
-        self._append(candidates, self.tables.candidates, app_id, batch_id)
-        if self.lateness.uses_high_water_mark:
-            for partition, mark in self._marks(candidate_rows(parsed, self.pipeline.schema)).items():
-                self.high_water[partition] = max(mark, self.high_water.get(partition, mark))
-        self.faults.reached("after_candidates", batch_id)
-
-    def _candidates_before(self, spark, start: dict[int, int]):
-        """The candidates table's records before ``start`` (per partition; a partition not in it starts at 0)."""
+    def _gold_parts(self, spark, rows, tally: micro_batch.Tally, batch_id: int, small: bool) -> list:
+        """Every gold table's rows of this batch, and the displaced winners' rows: the partial rows of the on-time
+        winners for a table that folds, and resets for a table that does not and for every key a displaced winner
+        left."""
         from pyspark.sql import functions as F
 
-        table = spark.read.format("delta").load(self.path(self.tables.candidates))
-        if not start:
-            return table.where(F.lit(False))
-        ends = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)])
-        return table.where(F.col("offset") < F.coalesce(F.try_element_at(ends, F.col("partition")), F.lit(0)))
-
-    def _marks(self, candidates) -> dict[int, int]:
-        return {int(r["partition"]): int(r["mark"]) for r in
-                high_water_marks(candidates, self.pipeline.schema.time_field, self.lateness).collect()}
-
-    def _tally(self, parsed) -> tuple[int, int, int]:
-        """(valid records, dead letters, valid events from the future) of a batch, in one query."""
-        from pyspark.sql import functions as F
-
-        ok = F.col(REASON_COLUMN).isNull()
-        future = ok & future_flag(self.pipeline.schema.time_field, self.settings.future_skew_s)
-        row = parsed.agg(F.count(F.when(ok, True)).alias("valid"), F.count(F.when(~ok, True)).alias("dead"),
-                         F.count(F.when(future, True)).alias("future")).first()
-        return row["valid"], row["dead"], row["future"]
-
-    def _silver_and_gold(self, spark, candidates, n_valid: int, app_id: str, batch_id: int, in_driver: bool,
-                         timings: dict[str, float]) -> None:
-        """MERGE the batch's first record of each event id into ``silver.events`` (the earliest in the log wins),
-        then recompute every gold key the batch may have changed.
-
-        The winner of an id is the minimum of its records' log positions, so merging each batch's minimum into
-        the table gives the minimum over every batch without reading the earlier candidates. Gold keys change
-        where an on-time record of the batch belongs (a superset: one that lost its id changes nothing, and
-        recomputing its key gives the row it had) and where a winner the batch displaced belonged."""
-        if not n_valid:
-            return
-        schema = self.pipeline.schema
-        key = (schema.id_field,)
-        events = self.path(self.tables.events)
-        with timed(timings, "silver_events"):
-            first = winners(candidates, schema.id_field, schema.time_field, self.lateness)
-            ids = key_set(touched_keys(first, key), key, in_driver)
-            replaced = with_retries(
-                lambda: merge_earliest(spark, events, ids, first, earlier_in_log("s", "t"), app_id, batch_id),
-                f"MERGE into {self.tables.events} (stream)")
-            # Only an on-time record can add to gold (a winner's lateness is its own record's), and only a
-            # displaced winner can leave it: a late event changes no gold row. Leaving late ones out keeps the key
-            # ranges (and the files a gold read skips by them) to what the batch brought, without ranking the
-            # batch's records again for every gold table.
-            touched = candidates.where(~lateness_flag(schema.time_field, self.lateness))
-            folds = any(extends_sessions(g) for g in self.pipeline.gold_tables)
-            commit = batch_commit(events, app_id, batch_id) if replaced != 0 or folds else None
-            displaced = None if replaced == 0 else self._displaced_winners(spark, first, commit)
+        id_field = self.pipeline.schema.id_field
+        added = micro_batch.on_time_winners(rows, self.pipeline, self.lateness)
+        displaced = before = None
+        parts = []
+        if tally.displacing:
+            # The winners this batch's records replaced: still the winners in the store before this batch.
+            before = self._events_before(spark)
+            displaced = before.where(F.col(id_field).isin(*tally.displacing)).localCheckpoint(eager=True)
+            parts.append(micro_batch.displaced_rows(displaced, id_field, batch_id))
+            log.info("batch %d: displaced the earlier winners of %d event ids", batch_id, len(tally.displacing))
+        for gold in self.pipeline.gold_tables:
+            touched = None if displaced is None else added.where(F.col(id_field).isin(*tally.displacing)) \
+                .unionByName(displaced.where(~F.col(LATE)))
+            if gold.fold is not None and touched is None:
+                parts.append(micro_batch.partial_rows(gold, added, self.settings, batch_id))
+                continue
+            keys = touched_keys(gold.key_rows(added if gold.fold is None else touched, self.settings),
+                                gold.recompute_keys)
+            if gold.fold is None and touched is not None:
+                keys = keys.unionByName(touched_keys(gold.key_rows(touched, self.settings), gold.recompute_keys))
+            affected = key_set(keys.distinct(), gold.recompute_keys, in_driver=small)
+            before = before if before is not None else self._events_before(spark)
+            inputs = before.where(~F.col(LATE))
             if displaced is not None:
-                touched = touched.unionByName(displaced.select(*candidates.columns))
-            added = self._added_winners(spark, first, commit) if folds and commit is not None else None
-        self.faults.reached("after_silver", batch_id)
-        on_time = spark.read.format("delta").load(events).where("NOT is_late")
+                inputs = inputs.join(displaced.select(id_field, "partition", "offset"),
+                                     [id_field, "partition", "offset"], "left_anti")
+            parts.append(micro_batch.reset_rows(gold, affected, inputs.unionByName(added), self.settings, batch_id))
+            if gold.fold is not None:
+                parts.append(micro_batch.partial_rows(gold, added, self.settings, batch_id, affected.frame))
+        return parts
 
-        def upsert(gold):
-            def write(session) -> None:
-                self._upsert_gold(session, gold, on_time, touched, added, displaced, in_driver, app_id, batch_id)
-            return write
+    def _events_before(self, spark):
+        """``silver.events`` as the store holds it before this batch (its newest version: the batch has not
+        written)."""
+        return stream_store.read_view(spark, self.settings, self.pipeline, self.tables.events,
+                                      generation=self.generation)
 
-        # No gold table reads another: they are written at once (each MERGE in a session of its own).
-        with timed(timings, "gold"):
-            write_in_parallel(spark, {f"gold_{g.name}": upsert(g) for g in self.pipeline.gold_tables}, timings)
+    def _append(self, parts: list, batch_id: int, small: bool) -> None:
+        """Append every part of the batch to the store in one commit, in the store's columns, in its epoch."""
+        from pyspark.sql import functions as F
 
-    def _displaced_winners(self, spark, first, commit: BatchCommit | None):
-        """The winners this batch's MERGE into ``silver.events`` replaced (a record earlier in the log than the one
-        the table had: a repeat of an event id on a lower partition), as they were; None when it replaced none.
+        schema = self._store_schema()
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part, allowMissingColumns=True)
+        union = union.withColumn(EPOCH, F.lit(batch_id // self.settings.compaction_epoch_batches))
+        rows = union.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
+        if small:
+            rows = rows.coalesce(1)
+        # An append reads nothing it could conflict on but the records a reset read back, which an OPTIMIZE of the
+        # store may rewrite meanwhile: Delta then refuses the commit, and the batch's rows are appended again.
+        with_retries(lambda: rows.write.format("delta").mode("append").save(self.store),
+                     f"append of batch {batch_id}")
 
-        Read from the MERGE's own ``commit``, made now or by an earlier attempt of this batch: its metrics say
-        whether it replaced any row, and the version before it holds the replaced rows. Asked only when the MERGE
-        did not already say it replaced none."""
-        if commit is None or int(commit.metrics.get("numTargetRowsUpdated") or 0) == 0:
-            return None
-        path = self.path(self.tables.events)
-        before = spark.read.format("delta").option("versionAsOf", commit.version - 1).load(path)
-        key = self.pipeline.schema.id_field
-        return (before.alias("t").join(first.alias("s"), key).where(earlier_in_log("s", "t"))
-                .select("t.*"))
+    def _store_schema(self):
+        if not hasattr(self, "_schema"):
+            self._schema = self.spark.read.format("delta").load(self.store).schema
+        return self._schema
 
-    def _added_winners(self, spark, first, commit: BatchCommit):
-        """The on-time rows this batch's MERGE into ``silver.events`` (its ``commit``) put there: the batch's first
-        records that won their ids, found among the rows of the files the commit added. A first record that lost to
-        the table's winner is in none of them, and a row a MERGE only copied is no first record of this batch."""
-        written = rows_added(spark, Path(self.path(self.tables.events)), commit.version - 1, commit.version)
-        return added_winners(first, written, self.pipeline.schema.id_field)
+    def _commit_schema(self):
+        from pyspark.sql.types import StructType
 
-    def _move_serving_cut(self, spark, app_id: str, batch_id: int, end: dict[int, int]) -> None:
+        from spark_apps.pipeline.folds import BATCH
+        from spark_apps.transforms.store import COMMIT_COLUMNS, KIND, commit_column
+
+        wanted = {commit_column(c) for c in COMMIT_COLUMNS} | {KIND, BATCH}
+        return StructType([f for f in self._store_schema().fields if f.name in wanted])
+
+    def _marks_before(self, spark, start: dict[int, int]) -> dict[int, int]:
+        """Under the high-water-mark rule, the marks the store's records before ``start`` leave (a partition not in
+        ``start`` starts at 0). Read at the first batch of a run; a replayed batch thus gets the marks its first
+        attempt had."""
+        from pyspark.sql import functions as F
+
+        candidates = stream_store.read_view(spark, self.settings, self.pipeline, self.tables.candidates,
+                                            generation=self.generation)
+        if not start:
+            return {}
+        ends = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)])
+        before = candidates.where(F.col("offset") < F.coalesce(F.try_element_at(ends, F.col("partition")), F.lit(0)))
+        return {int(r["partition"]): int(r["mark"]) for r in
+                high_water_marks(before, self.pipeline.schema.time_field, self.lateness).collect()}
+
+    def _move_serving_cut(self, spark, batch_id: int, end: dict[int, int]) -> None:
         """Serve this batch, when the pipeline's serving cut follows this stream. A catalog that fails here leaves
         serving on the previous cut (said in the log) and the stream writing: the next batch moves the cut."""
         try:
-            serving_cut.follow_stream(spark, self.settings, self.pipeline.name, self.generation, app_id, batch_id,
-                                      end)
+            serving_cut.follow_stream(spark, self.settings, self.pipeline, self.generation, self.app_id, batch_id,
+                                      end, stream_store.latest_version(self.settings, self.pipeline,
+                                                                       self.generation))
         except Exception as exc:  # noqa: BLE001 - serving lags a batch; the tables must not
             log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
                         str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
-
-    def _upsert_gold(self, spark, gold, on_time, touched, added, displaced, in_driver: bool, app_id: str,
-                     batch_id: int) -> None:
-        """Write into the gold table what ``touched`` may change: ``upsert_gold_keys``, or for sessions that fold,
-        the stored sessions extended by the ``added`` winners (``sessions_after``; a key a ``displaced`` winner left
-        is recomputed). Retried (bounded, logged) when a concurrent commit such as the OPTIMIZE of
-        `kappa maintain` conflicts with the MERGE: a retry re-reads the table (a table of sessions finds its spans
-        and stored sessions in it again), and the (app id, batch id) pair keeps it idempotent."""
-        table = self.tables.gold(gold.name)
-        path = self.path(table)
-
-        def attempt() -> None:
-            changes = gold_changes(gold, touched, lambda: spark.read.format("delta").load(path), self.settings)
-            affected = fixed_changes(gold, changes, in_driver)
-            if added is not None and extends_sessions(gold):
-                extended = sessions_after(gold, spark.read.format("delta").load(path), added, displaced, on_time,
-                                          affected.rows_of, self.settings)
-                upsert_recomputed(spark, path, gold.primary_keys, affected, extended, app_id, batch_id)
-            else:
-                upsert_gold_keys(spark, path, gold, on_time, affected, self.settings, app_id, batch_id)
-        with_retries(attempt, f"MERGE into {table} (stream)")
-
-    def _record_commit(self, spark, meta: dict, start: dict[int, int], records: int, dead: int,
-                       duration: float) -> None:
-        from pyspark.sql import Row
-
-        batch_id = meta["batch_id"]
-        row = Row(pipeline=meta["pipeline"], app_id=meta["app_id"], batch_id=batch_id, topic=self.topic,
-                  start_offsets={int(p): int(o) for p, o in start.items()},
-                  end_offsets={int(p): int(o) for p, o in meta["end_offsets"].items()},
-                  records=records, dead_letters=dead, duration_ms=int(duration * 1000))
-        frame = spark.createDataFrame([row], _commits_schema())
-        self._append(frame, self.tables.commits, meta["app_id"], batch_id)
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -483,15 +368,19 @@ class StreamJob:
         """Start the query; ``until_caught_up`` processes what the log holds now and stops."""
         if self.app_id is None:
             self.prepare()
-        self.replayable_through = max(lineage.planned_batches(self.checkpoint), default=-1)
-        reader = (self.spark.readStream.format("kafka")
+        session = cloned_session(self.spark)
+        for key, value in STATE_STORE_CONF.items():
+            session.conf.set(key, value)
+        reader = (session.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", self.settings.kafka_bootstrap_servers)
                   .option("subscribe", self.topic)
                   .option("startingOffsets", "earliest")
                   .option("failOnDataLoss", "true")
                   .option("maxOffsetsPerTrigger", str(self.settings.max_offsets_per_trigger)))
-        writer = (reader.load().writeStream
+        rows = micro_batch_rows(reader.load(), self.pipeline.schema, self.settings.spark_shuffle_partitions)
+        writer = (rows.writeStream
                   .queryName(f"kappa-{self.pipeline.name}")
+                  .outputMode("update")
                   .option("checkpointLocation", str(self.checkpoint))
                   .foreachBatch(self.process_batch))
         if until_caught_up:
@@ -535,16 +424,6 @@ class StreamJob:
         return self.stats
 
 
-def register_derived_views(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> list[str]:
-    """Create (or point at this warehouse's tables) the views the stream's derived tables are: the late events and
-    the duplicates of ``generation``, each over the candidates and events tables by their folders."""
-    tables = pipeline.tables(generation)
-    events, candidates = (delta_relation(settings, t) for t in (tables.events, tables.candidates))
-    ensure_view(spark, tables.late_events, late_events_query(events))
-    ensure_view(spark, tables.duplicates, duplicates_query(pipeline.schema.id_field, candidates, events))
-    return tables.derived()
-
-
 def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int,
                     topic_id: str | None = None) -> None:
     """What a supervisor reads: last batch, its offsets and lag, durations, when, the records, dead letters and
@@ -586,14 +465,3 @@ def _offsets(reported) -> dict[str, dict[str, int]] | None:
     return json.loads(reported) if isinstance(reported, str) else reported
 
 
-def _commits_schema():
-    from pyspark.sql.types import IntegerType, LongType, MapType, StringType, StructField, StructType
-
-    offsets = MapType(IntegerType(), LongType())
-    return StructType([
-        StructField("pipeline", StringType()), StructField("app_id", StringType()),
-        StructField("batch_id", LongType()), StructField("topic", StringType()),
-        StructField("start_offsets", offsets), StructField("end_offsets", offsets),
-        StructField("records", LongType()), StructField("dead_letters", LongType()),
-        StructField("duration_ms", LongType()),
-    ])

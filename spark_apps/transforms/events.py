@@ -17,12 +17,14 @@ from spark_apps.transforms.sessions import session_spans
 
 if TYPE_CHECKING:
     from spark_apps.core.settings import Settings
-    from spark_apps.pipeline.declaration import GoldTable, TableNames
+    from spark_apps.pipeline.declaration import GoldTable
 
 COORDINATES = ("topic", "partition", "offset")
 HIGH_WATER_COLUMN = "partition_high_water"
 DUPLICATE = "duplicate"
 CONFLICT = "conflict"
+# An event id's winner: the log position (partition, offset) of its earliest valid record, as a struct.
+WINNER_POSITION = "_winner_position"
 
 
 def lateness_flag(event_time: str, rule: LatenessRule) -> Column:
@@ -73,6 +75,18 @@ def _ranked(candidates: DataFrame, id_field: str) -> DataFrame:
     """Rank each event's records by log position; rank 1 is the winner (lowest partition, offset)."""
     order = Window.partitionBy(id_field).orderBy(F.col("partition").asc(), F.col("offset").asc())
     return candidates.withColumn("_rank", F.row_number().over(order))
+
+
+def winner_position(valid: Column) -> Column:
+    """Aggregate: the log position of an event id's winner among some of its records, the least (partition, offset)
+    of the ``valid`` ones. The least of a set is the least of the leasts of its parts, so the stream keeps it per id
+    in Spark's state store from batch to batch, and the batch recompute takes it over the whole log at once."""
+    return F.min(F.when(valid, F.struct(F.col("partition"), F.col("offset"))))
+
+
+def at_position(position: Column) -> Column:
+    """This row is the record at ``position`` (a ``winner_position``)."""
+    return (F.col("partition") == position.getField("partition")) & (F.col("offset") == position.getField("offset"))
 
 
 def winners(candidates: DataFrame, id_field: str, time_field: str, rule: LatenessRule) -> DataFrame:
@@ -137,19 +151,6 @@ def duplicates(candidates: DataFrame, events: DataFrame, id_field: str) -> DataF
     """Every record that lost its event id to the winner in ``events`` (``duplicates_query`` over DataFrames)."""
     return candidates.sparkSession.sql(duplicates_query(id_field, "{candidates}", "{events}"),
                                        candidates=candidates, events=events)
-
-
-def as_defined(name: str, tables: TableNames, read: Callable[[str], DataFrame], id_field: str) -> DataFrame:
-    """The stream table ``name`` as its definition gives it: a written table through ``read``, a derived one (a
-    view, ``TableNames.derived``) computed by its view's function from the written tables ``read`` gives.
-
-    ``read`` decides where and at which version; the audit, the checker and the tests all pass their own.
-    """
-    if name == tables.late_events:
-        return late_events(read(tables.events))
-    if name == tables.duplicates:
-        return duplicates(read(tables.candidates), read(tables.events), id_field)
-    return read(name)
 
 
 def touched_keys(rows: DataFrame, keys: tuple[str, ...]) -> DataFrame:

@@ -13,10 +13,11 @@ runs inside the span neither merge with nor split off anything outside it, and e
 it also ends inside it.
 
 Sessions also compose: the sessions of a set of events are the sessions of any split of it, merged where they come
-within ``gap_s`` of each other (:func:`merged_sessions`). A cut between two consecutive events of the whole set is
-a gap of more than ``gap_s`` with no event in it, so no part's session crosses it; and two parts' sessions that
-overlap or lie within ``gap_s`` have consecutive events of the whole set within ``gap_s`` between them. That is
-what lets a run that only adds events extend the stored sessions (``Sessions.combine``) without reading theirs.
+within ``gap_s`` of each other (the fold of a table of sessions, ``pipeline.folds``). A cut between two
+consecutive events of the whole set is a gap of more than ``gap_s`` with no event in it, so no part's session
+crosses it; and two parts' sessions that overlap or lie within ``gap_s`` have consecutive events of the whole set
+within ``gap_s`` between them. That is what lets a stream write each micro-batch's own sessions and fold them, and
+an incremental audit extend the stored sessions, without reading the events of a session again.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.pipeline.declaration import SESSION, SPAN_HI, SPAN_LO, Sessions
+from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO, Sessions
+from spark_apps.pipeline.folds import folded
 
 if TYPE_CHECKING:
     from spark_apps.core.settings import Settings
@@ -53,27 +55,9 @@ def session_spans(changed: DataFrame, sessions: DataFrame, keys: tuple[str, ...]
             .groupBy(*keys).agg(F.min("_lo").alias(SPAN_LO), F.max("_hi").alias(SPAN_HI)))
 
 
-def merged_sessions(parts: DataFrame, keys: tuple[str, ...], spec: Sessions, settings: Settings) -> DataFrame:
-    """The sessions of the events behind ``parts``: rows of the table (each the sessions of some of a key's events,
-    the parts' events disjoint), merged by ``spec.combine`` wherever one starts within ``spec.gap_s`` of the latest
-    end before it (ordered by start, then end).
-
-    Ties in that order number alike whichever comes first: the later of two equal starts is never more than a gap
-    past the other's end."""
-    gap_micros = spec.gap_s * 1_000_000
-    by_start = Window.partitionBy(*keys).orderBy(spec.start_column, spec.end_column)
-    reach = F.max(F.unix_micros(spec.end_column)).over(by_start.rowsBetween(Window.unboundedPreceding, -1))
-    starts = F.coalesce(F.unix_micros(spec.start_column) - reach > F.lit(gap_micros), F.lit(True)).cast("int")
-    numbered = (parts.withColumn("_starts_session", starts)
-                .withColumn(SESSION, F.sum("_starts_session").over(
-                    by_start.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-                .drop("_starts_session"))
-    return spec.combine(numbered, settings)
-
-
 def extends_sessions(gold: GoldTable) -> bool:
-    """The table's sessions fold (``Sessions.combine``), so added events extend the stored ones."""
-    return gold.sessions is not None and gold.sessions.combine is not None
+    """The table's sessions fold (a table of sessions with a ``Fold``), so added events extend the stored ones."""
+    return gold.sessions is not None and gold.fold is not None
 
 
 def sessions_after(gold: GoldTable, table: DataFrame, added: DataFrame, lost: DataFrame | None, on_time: DataFrame,
@@ -86,16 +70,17 @@ def sessions_after(gold: GoldTable, table: DataFrame, added: DataFrame, lost: Da
     ``within(rows, column)``: those rows whose key's span holds their ``column`` (the table's start column when
     None; ``KeySpans.rows_of``).
 
-    A key no row left keeps its stored sessions, merged with the added rows' own (:func:`merged_sessions`): no event
-    of its sessions is read. A key a row left is recomputed from its events, since a removal can split a session.
+    A key no row left keeps its stored sessions, merged with the added rows' own (the table's fold,
+    ``pipeline.folds``): no event of its sessions is read. A key a row left is recomputed from its events, since a
+    removal can split a session.
     Recomputing every span from silver reads every event of a session the added rows extend, and a key that never
     pauses for a gap has one session as long as the log."""
     keys, spec = gold.recompute_keys, gold.sessions
     parts = within(table, None).unionByName(
         gold.compute(within(gold.key_rows(added, settings), spec.time_column), settings))
     if lost is None:
-        return merged_sessions(parts, keys, spec, settings)
+        return folded(gold, parts)
     lost_keys = F.broadcast(gold.key_rows(lost, settings).select(*keys).dropna().distinct())
-    kept = merged_sessions(parts.join(lost_keys, list(keys), "left_anti"), keys, spec, settings)
+    kept = folded(gold, parts.join(lost_keys, list(keys), "left_anti"))
     events = within(gold.key_rows(on_time, settings), spec.time_column)
     return kept.unionByName(gold.compute(events.join(lost_keys, list(keys), "left_semi"), settings))

@@ -14,7 +14,7 @@ from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.airflow_env import airflow_environment
 from tests.support.registration import register_sensor_pipeline
 
-JOBS = ("reconcile", "stream_supervisor", "maintenance", "replay")
+JOBS = ("reconcile", "stream_supervisor", "maintenance", "compaction", "replay")
 # The sensor pipeline brings no dbt models, so it has no dbt DAG.
 DAGS = {*(f"kappa_{pipeline}_{job}" for pipeline in ("marketplace", "sensors") for job in JOBS),
         "kappa_marketplace_dbt"}
@@ -28,7 +28,8 @@ def parsed(tmp_path_factory) -> dict:
     env = {**airflow_environment(settings), "KAPPA_HOME": str(home), "KAPPA_RECONCILE_SCHEDULE": "@daily",
            "PYTHONPATH": register_sensor_pipeline(home / "site"),
            "KAPPA_SUPERVISE_EVERY_MIN": "7", "KAPPA_TASK_RETRIES": "4", "KAPPA_TASK_TIMEOUT_S": "5400",
-           "KAPPA_DBT_SCHEDULE": "15 */2 * * *", "KAPPA_RECONCILE_DEADLINE_S": "900"}
+           "KAPPA_DBT_SCHEDULE": "15 */2 * * *", "KAPPA_RECONCILE_DEADLINE_S": "900",
+           "KAPPA_COMPACTION_SCHEDULE": "*/5 * * * *"}
     done = subprocess.run([sys.executable, str(PROJECT_ROOT / "tests" / "support" / "airflow_probe.py"), "parse",
                            str(PROJECT_ROOT / "dags")], env=env, capture_output=True, text=True, cwd=PROJECT_ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -114,6 +115,7 @@ def test_schedules_come_from_settings(parsed):
         assert dags["reconcile"]["schedule"] == "@daily"
         assert "0:07:00" in dags["stream_supervisor"]["schedule"]
         assert dags["replay"]["schedule"] == "None"
+        assert dags["compaction"]["schedule"] == "*/5 * * * *"
 
 
 def test_a_reconcile_run_not_finished_by_its_deadline_pages_through_the_triggerer(parsed):

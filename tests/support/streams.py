@@ -11,8 +11,9 @@ from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from spark_apps.stream.job import StreamJob
 
-# Crash points of the shared restarted stream: every stage of foreachBatch, in different batches.
-FAULTS = (("after_bronze", 0), ("after_candidates", 0), ("after_silver", 1), ("after_gold", 1),
+# Crash points of the shared restarted stream: every stage of foreachBatch, in different batches: after Spark
+# committed the batch's state but before the store's commit, after that commit, and before Spark's own commit.
+FAULTS = (("after_parse", 0), ("after_write", 0), ("after_parse", 1), ("after_write", 1),
           ("before_checkpoint_commit", 2))
 
 
@@ -48,14 +49,40 @@ def run_stream(spark, settings: Settings, fault: str = "") -> StreamJob:
     return job
 
 
-def read_stream_table(spark, settings: Settings, name: str, pipeline=PIPELINE):
-    """A stream table of this warehouse, read by its folder (the catalog's name may point at another test's
-    warehouse); a derived one (a view) computed from this warehouse's tables as its view defines it."""
-    from spark_apps.io.catalog import table_path
-    from spark_apps.transforms.events import as_defined
-
-    def read(table: str):
-        return spark.read.format("delta").load(str(table_path(settings, table)))
+def read_stream_table(spark, settings: Settings, name: str, pipeline=PIPELINE, version: int | None = None):
+    """A stream table of this warehouse (latest, or at a version of its store), read by its view's SQL over this
+    warehouse's store: the catalog's name may point at another test's warehouse."""
+    from spark_apps.io.stream_store import read_view
 
     generation = name.rsplit("__", 1)[1] if "__" in name else ""
-    return as_defined(name, pipeline.tables(generation), read, pipeline.schema.id_field)
+    return read_view(spark, settings, pipeline, name, version=version, generation=generation)
+
+
+
+def _gold_in_store(settings: Settings, table: str, pipeline) -> tuple[str, str]:
+    """The folder of the store holding the gold table ``table`` (``gold.x`` or a replay's ``gold.x__g2``), and the
+    table's name in it."""
+    from spark_apps.io.catalog import table_path
+
+    generation = table.split(".", 1)[1].partition("__")[2]
+    tables = pipeline.tables(generation)
+    name = next(g.name for g in pipeline.gold_tables if tables.gold(g.name) == table)
+    return str(table_path(settings, tables.store)), name
+
+
+def add_to_gold(spark, settings: Settings, table: str, column: str, amount: int, where: dict[str, object],
+                pipeline=PIPELINE) -> int:
+    """A stray write: add ``amount`` to ``column`` of the rows of a gold table the store holds for the key
+    ``where`` (the table's own column names). Returns the store's version before it, for ``restore_store``."""
+    store, name = _gold_in_store(settings, table, pipeline)
+    before = spark.sql(f"DESCRIBE HISTORY delta.`{store}` LIMIT 1").first().version
+    target = f"`{name}__{column}`"
+    keys = " AND ".join(f"`{name}__{k}` = '{v}'" for k, v in where.items())
+    spark.sql(f"UPDATE delta.`{store}` SET {target} = {target} + {amount} WHERE _kind = 'gold.{name}' AND {keys}")
+    return before
+
+
+def restore_store(spark, settings: Settings, table: str, version: int, pipeline=PIPELINE) -> None:
+    """Put the store holding ``table`` back at ``version``."""
+    store, _ = _gold_in_store(settings, table, pipeline)
+    spark.sql(f"RESTORE TABLE delta.`{store}` TO VERSION AS OF {version}")

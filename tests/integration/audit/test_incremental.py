@@ -13,9 +13,9 @@ from spark_apps.audit.ledger import FULL, INCREMENTAL, LEDGER_TABLE
 from spark_apps.audit.recompute import align, read_stream_table, recompute, stream_tables
 from spark_apps.audit.run import audit
 from spark_apps.io.catalog import table_path
+from spark_apps.io.stream_store import read_view
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.transforms.events import duplicates
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
@@ -51,24 +51,21 @@ def test_an_audit_after_a_full_one_extends_it_by_the_new_records_and_is_exact(sp
     assert {(r.kind, r.builds_on) for r in rows} == {(INCREMENTAL, full.run_id)}
 
 
-def test_an_incremental_audit_counts_each_view_whole_as_the_view_itself_holds_it(spark, extended):
-    """A view's whole stream count is taken from the verified snapshot outside the scope plus the diff's count
-    inside it, not from the view: it must be what counting the view gives."""
+def test_an_incremental_audit_counts_every_reconciled_table_whole_on_both_sides(spark, extended):
+    """The rows compared are only the scope's: every table's whole count, taken on both sides, covers the rest."""
     stream_settings, _, increment = extended
     versions = {v.table.stream: v.version for v in increment.verdicts}
     checks = {c.name: c for c in increment.contract}
-    views = [t for t in stream_tables(PIPELINE) if t.derived]
-    assert views
-    for view in views:
-        check = checks[f"whole table {view.label}: stream rows = batch rows"]
-        rows = read_stream_table(spark, stream_settings, PIPELINE, view, versions).count()
-        assert check.ok and check.left == rows > 0, (view.label, check, rows)
+    for table in stream_tables(PIPELINE):
+        check = checks[f"whole table {table.label}: stream rows = batch rows"]
+        rows = read_stream_table(spark, stream_settings, PIPELINE, table, versions).count()
+        assert check.ok and check.left == rows > 0, (table.label, check, rows)
 
 
 def test_an_incremental_audit_without_new_records_writes_nothing_compares_only_what_the_stream_wrote_and_catches_it(
         spark, extended):
-    """Two stray writes: a changed gold row, found by its key, and a lost duplicate deleted from the candidates,
-    which adds no row to compare and shows only in the whole count (and so never in a view's count alone)."""
+    """Two stray writes to the store: a changed gold row, found by its key, and a duplicate record deleted from
+    bronze, which adds no row to compare and shows in bronze's whole count."""
     stream_settings, _, increment = extended
 
     def snapshot_heads() -> dict[str, int]:
@@ -77,22 +74,19 @@ def test_an_incremental_audit_without_new_records_writes_nothing_compares_only_w
 
     heads_before = snapshot_heads()
     names = PIPELINE.tables()
-    path, candidates = (str(table_path(stream_settings, name)) for name in (names.gold("order_status"),
-                                                                             names.candidates))
-    before, candidates_before = (spark.sql(f"DESCRIBE HISTORY delta.`{p}` LIMIT 1").first().version
-                                 for p in (path, candidates))
-    row = spark.read.format("delta").load(path).orderBy("order_id").first()
-    lost = duplicates(spark.read.format("delta").load(candidates),
-                      spark.read.format("delta").load(str(table_path(stream_settings, names.events))),
-                      PIPELINE.schema.id_field).orderBy("partition", "offset").first()
+    store = str(table_path(stream_settings, names.store))
+    before = spark.sql(f"DESCRIBE HISTORY delta.`{store}` LIMIT 1").first().version
+    order = read_view(spark, stream_settings, PIPELINE, names.gold("order_status")).where("paid_cents > 0") \
+        .orderBy("order_id").first().order_id
+    lost = read_view(spark, stream_settings, PIPELINE, names.duplicates).orderBy("partition", "offset").first()
     try:
-        spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') "
-                  f"WHERE order_id = '{row.order_id}'")
-        spark.sql(f"DELETE FROM delta.`{candidates}` WHERE partition = {lost.partition} AND offset = {lost.offset}")
+        spark.sql(f"UPDATE delta.`{store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
+                  f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{order}'")
+        spark.sql(f"DELETE FROM delta.`{store}` WHERE _kind = 'record' AND partition = {lost.partition} "
+                  f"AND offset = {lost.offset}")
         stray = audit(spark, stream_settings, PIPELINE, kind=INCREMENTAL)
     finally:
-        spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {before}")
-        spark.sql(f"RESTORE TABLE delta.`{candidates}` TO VERSION AS OF {candidates_before}")
+        spark.sql(f"RESTORE TABLE delta.`{store}` TO VERSION AS OF {before}")
     assert (stray.kind, stray.builds_on) == (INCREMENTAL, increment.run_id)
     assert stray.snapshot.records == increment.snapshot.records
     assert stray.snapshot.versions == increment.snapshot.versions, "no new record, so the verified snapshots stand"
@@ -101,11 +95,10 @@ def test_an_incremental_audit_without_new_records_writes_nothing_compares_only_w
     assert not stray.success and not verdict.stream_equals_batch
     assert verdict.diff.counts[MISMATCH] == 1 and verdict.diff.counts[MISSING] == verdict.diff.counts[EXTRA] == 0
     samples = [s for e in verdict.gx.expectations if not e.success for s in e.samples]
-    assert any(f"order_id={row.order_id}" in s for s in samples), samples
-    whole = next(c for c in stray.contract if c.name.startswith("whole table silver.event_candidates"))
+    assert any(f"order_id={order}" in s for s in samples), samples
+    whole = next(c for c in stray.contract if c.name.startswith("whole table bronze.events_raw"))
     assert (whole.left, whole.right) == (whole.right - 1, whole.right), whole
-    reached = {"gold.order_status", "silver.event_candidates", "silver.events", "silver.late_events",
-               "silver.duplicates"}  # the candidates' rewritten file widens the scopes keyed by event id
+    reached = {"gold.order_status", "bronze.events_raw"}
     untouched = [v for v in stray.verdicts if v.table.label not in reached]
     assert untouched and all(v.success and v.diff.stream_rows == v.diff.batch_rows == 0 and not v.gx.expectations
                              and v.not_compared for v in untouched), "a table nothing reached is not compared"

@@ -43,8 +43,9 @@ def test_every_stream_table_reconciles_exactly_after_crashes_and_restarts(spark,
     manifest = restarted_stream.manifest
     by_label = {v.table.label: v.diff for v in audited.verdicts}
     assert by_label["bronze.events_raw"].stream_rows == manifest.total_records
-    assert by_label["audit.dead_letters"].batch_rows == len(manifest.malformed)
     assert all(check.ok for check in audited.contract) and len(audited.contract) == 5
+    dead = next(c for c in audited.contract if c.name == "log records = batch candidates + batch dead letters")
+    assert dead.left == manifest.total_records
 
 
 def test_the_ledger_gets_one_success_row_per_table_and_refuses_edits(spark, restarted_stream, audited):
@@ -90,14 +91,13 @@ def test_the_batch_reads_only_the_offsets_the_stream_version_reflects(spark, res
 
 def test_a_table_version_picks_the_batch_it_reflects_and_every_table_is_aligned_to_it(spark, restarted_stream):
     job = restarted_stream.job
-    bronze = job.path(job.tables.bronze)
-    first = next(r.version for r in spark.sql(f"DESCRIBE HISTORY delta.`{bronze}`").collect()
+    first = next(r.version for r in spark.sql(f"DESCRIBE HISTORY delta.`{job.store}`").collect()
                  if r.userMetadata and '"batch_id":0,' in r.userMetadata)
     alignment = align(spark, job.settings, PIPELINE, table=job.tables.bronze, version=first)
     assert alignment.position.batch_id == 0
     assert alignment.position.end_offsets == batch_end_offsets(job.checkpoint, 0, job.topic)
-    for name in (job.tables.bronze, job.tables.candidates, job.tables.events, job.tables.gold("merchant_revenue")):
-        assert position_at(job.path(name), alignment.versions[name]).batch_id == 0, name
+    assert set(alignment.versions) == set(PIPELINE.stream_table_names())
+    assert set(alignment.versions.values()) == {first}, "every stream table is a view of the store at one version"
     with pytest.raises(PlatformError, match="no Delta table gold.nothing at "):
         align(spark, job.settings, PIPELINE, table="gold.nothing")
     with pytest.raises(PlatformError, match="has no stream table silver.nope; its tables: bronze.events_raw, "):
@@ -106,14 +106,14 @@ def test_a_table_version_picks_the_batch_it_reflects_and_every_table_is_aligned_
 
 def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_batches(spark, restarted_stream):
     job = restarted_stream.job
-    gold = job.path(job.tables.gold("order_status"))
-    spark.sql(f"OPTIMIZE delta.`{gold}`")  # a maintenance commit, newer than every batch, without stream metadata
-    commits = spark.sql(f"DESCRIBE HISTORY delta.`{job.path(job.tables.commits)}`").collect()
-    first_batch_at = min(r.timestamp for r in commits if r.userMetadata and '"batch_id":0,' in r.userMetadata)
+    spark.sql(f"OPTIMIZE delta.`{job.store}`")  # a maintenance commit, newer than every batch, without stream metadata
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{job.store}`").collect()
+    assert history[0].operation == "OPTIMIZE"
+    first_batch_at = min(r.timestamp for r in history if r.userMetadata and '"batch_id":0,' in r.userMetadata)
     alignment = align(spark, job.settings, PIPELINE, as_of=first_batch_at.replace(tzinfo=dt.UTC))  # session: UTC
     assert alignment.position.batch_id == 0
     for name in (job.tables.bronze, job.tables.events, job.tables.gold("order_status")):
-        assert position_at(job.path(name), alignment.versions[name]).batch_id == 0, name
+        assert position_at(job.store, alignment.versions[name]).batch_id == 0, name
 
 
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):
@@ -131,75 +131,65 @@ def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, au
 # Each corruption hits its own table, so one reconcile run shows each one failed and classified.
 
 
-def _one_row(spark, path: str, order: str):
-    return spark.read.format("delta").load(path).orderBy(order).first()
-
-
 def delete_a_gold_row(spark, job):
-    path = job.path(job.tables.gold("customer_sessions"))
-    row = _one_row(spark, path, "customer_id")
-    spark.sql(f"DELETE FROM delta.`{path}` WHERE customer_id = '{row.customer_id}' "
-              f"AND session_start = '{row.session_start}'")
+    """Lose the rows of a customer with one session: their session is missing from the view."""
+    single = read_stream_table(spark, job.settings, job.tables.gold("customer_sessions")).groupBy("customer_id") \
+        .count().where("count = 1").orderBy("customer_id").first()
+    spark.sql(f"DELETE FROM delta.`{job.store}` WHERE _kind = 'gold.customer_sessions' "
+              f"AND customer_sessions__customer_id = '{single.customer_id}'")
     return "gold.customer_sessions", {MISSING: 1}
 
 
 def change_one_value(spark, job):
-    path = job.path(job.tables.gold("order_status"))
-    row = _one_row(spark, path, "order_id")
-    spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') WHERE order_id = '{row.order_id}'")
+    order = read_stream_table(spark, job.settings, job.tables.gold("order_status")).where("paid_cents > 0") \
+        .orderBy("order_id").first().order_id
+    spark.sql(f"UPDATE delta.`{job.store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
+              f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{order}'")
     return "gold.order_status", {MISMATCH: 1}
 
 
-def duplicate_a_row(spark, job):
-    path = job.path(job.tables.events)
-    row = _one_row(spark, path, "event_id")
-    spark.read.format("delta").load(path).where(f"event_id = '{row.event_id}'") \
-        .write.format("delta").mode("append").save(path)
-    return "silver.events", {EXTRA: 1}
+def duplicate_a_record(spark, job):
+    """Ingest one record twice: bronze holds an extra row, and the record count no longer matches the log."""
+    spark.read.format("delta").load(job.store).where("_kind = 'record'").orderBy("partition", "offset").limit(1) \
+        .write.format("delta").mode("append").save(job.store)
+    return "bronze.events_raw", {EXTRA: 1}
 
 
 def drop_a_late_event_into_gold(spark, job):
-    """Count a late payment in its window, as a stream that ignored the lateness rule would."""
+    """Count a late payment in its window, as a stream that ignored the lateness rule would: one more partial
+    row of the window."""
     late = read_stream_table(spark, job.settings, job.tables.late_events) \
         .where("event_type = 'payment_captured'").orderBy("event_id").first()
-    path = job.path(job.tables.gold("merchant_revenue"))
+    gold = read_stream_table(spark, job.settings, job.tables.gold("merchant_revenue"))
     width = WINDOW_S
     window = f"timestamp_seconds(floor(unix_seconds(timestamp'{late.event_time}') / {width}) * {width})"
     where = f"merchant_id = '{late.merchant_id}' AND currency = '{late.currency}' AND window_start = {window}"
-    if spark.read.format("delta").load(path).where(where).count():
-        spark.sql(f"UPDATE delta.`{path}` SET gross_cents = gross_cents + {late.amount_cents}, "
-                  f"net_cents = net_cents + {late.amount_cents} WHERE {where}")
-        return "gold.merchant_revenue", {MISMATCH: 1}
-    spark.sql(f"INSERT INTO delta.`{path}` SELECT '{late.merchant_id}', {window}, {window} + INTERVAL {width} "
-              f"SECONDS, '{late.currency}', 0, {late.amount_cents}, 0, {late.amount_cents}, 1")
-    return "gold.merchant_revenue", {EXTRA: 1}
+    kind = MISMATCH if gold.where(where).count() else EXTRA
+    spark.sql(f"INSERT INTO delta.`{job.store}` (_kind, _batch_id, _reset, _empty, merchant_revenue__merchant_id, "
+              "merchant_revenue__window_start, merchant_revenue__currency, merchant_revenue__orders, "
+              "merchant_revenue__gross_cents, merchant_revenue__refunds_cents, merchant_revenue__customers) "
+              f"SELECT 'gold.merchant_revenue', 0, false, false, '{late.merchant_id}', {window}, '{late.currency}', "
+              f"0, {late.amount_cents}, 0, array('{late.customer_id}')")
+    return "gold.merchant_revenue", {kind: 1}
 
 
-def lose_a_dead_letter(spark, job):
-    path = job.path(job.tables.dead_letters)
-    row = _one_row(spark, path, "offset")
-    spark.sql(f"DELETE FROM delta.`{path}` WHERE partition = {row.partition} AND offset = {row.offset}")
-    return "audit.dead_letters", {MISSING: 1}
-
-
-CORRUPTIONS = (delete_a_gold_row, change_one_value, duplicate_a_row, drop_a_late_event_into_gold,
-               lose_a_dead_letter)
+CORRUPTIONS = (delete_a_gold_row, change_one_value, duplicate_a_record, drop_a_late_event_into_gold)
 
 
 def test_each_kind_of_corruption_fails_reconciliation_is_classified_and_exits_non_zero(
         spark, restarted_stream, audited, monkeypatch, capsys):
     job = restarted_stream.job
-    before = {t.stream: spark.sql(f"DESCRIBE HISTORY delta.`{job.path(t.stream)}` LIMIT 1").first().version
-              for t in stream_tables(PIPELINE) if not t.derived}
+    before = spark.sql(f"DESCRIBE HISTORY delta.`{job.store}` LIMIT 1").first().version
     for name, value in job.settings.as_env().items():
         monkeypatch.setenv(name, value)
+    expected: dict[str, dict[str, int]] = {}
     try:
-        expected = dict(corrupt(spark, job) for corrupt in CORRUPTIONS)
+        for corrupt in CORRUPTIONS:
+            label, kinds = corrupt(spark, job)
+            expected.setdefault(label, {}).update(kinds)
         exit_code = main(["reconcile", "--only", ",".join(expected)])
     finally:
-        for table, version in before.items():
-            if spark.sql(f"DESCRIBE HISTORY delta.`{job.path(table)}` LIMIT 1").first().version != version:
-                spark.sql(f"RESTORE TABLE delta.`{job.path(table)}` TO VERSION AS OF {version}")
+        spark.sql(f"RESTORE TABLE delta.`{job.store}` TO VERSION AS OF {before}")
     out, err = capsys.readouterr()
     assert exit_code == 1 and "stream and batch differ" in err
     run_id = out.split()[1].rstrip(":")
@@ -211,7 +201,7 @@ def test_each_kind_of_corruption_fails_reconciliation_is_classified_and_exits_no
         assert (row.missing_in_stream, row.extra_in_stream, row.value_mismatch) == counts, label
         assert f"missing {counts[0]}, extra {counts[1]}, mismatched {counts[2]};" in \
             next(line for line in out.splitlines() if line.startswith(label) and "MISMATCH" in line)
-    assert rows["contract.record_counts"].detail.startswith("stream bronze = silver candidates + dead letters")
+    assert rows["contract.record_counts"].detail.startswith("log records in [start, O) = stream bronze rows")
     assert not rows["contract.record_counts"].success
     report = (job.settings.reports_dir / "reconciliation" / "marketplace-latest.html").read_text()
     assert run_id in report and all(f"<h4>{kind}:" in report for kind in KINDS), "samples of each kind"
@@ -222,24 +212,23 @@ def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
     """A fingerprint diff that always says "exact" (a bug, or a hash collision) cannot hide a changed value."""
     job = restarted_stream.job
     table = next(t for t in stream_tables(PIPELINE) if t.label == "gold.order_status")
-    path = job.path(table.stream)
-    before = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first().version
-    row = spark.read.format("delta").load(path).orderBy("order_id").first()
+    before = spark.sql(f"DESCRIBE HISTORY delta.`{job.store}` LIMIT 1").first().version
+    row = read_stream_table(spark, job.settings, table.stream).where("paid_cents > 0").orderBy("order_id").first()
     blind = lambda label, stream, batch, keys, buckets: TableDiff(  # noqa: E731
         label=label, keys=keys, stream_rows=stream.count(), batch_rows=batch.count(), matched=batch.count())
     monkeypatch.setattr("spark_apps.audit.run.diff_table", blind)
     try:
-        spark.sql(f"UPDATE delta.`{path}` SET customer_id = concat(customer_id, '-x') "
-                  f"WHERE order_id = '{row.order_id}'")
-        versions = {v.table.stream: v.version for v in audited.verdicts} | {table.stream: before + 1}
+        spark.sql(f"UPDATE delta.`{job.store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
+                  f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{row.order_id}'")
+        versions = dict.fromkeys(PIPELINE.stream_table_names(), before + 1)
         run = reconcile(spark, job.settings, PIPELINE, audited.snapshot, only=[table.label], versions=versions)
     finally:
-        spark.sql(f"RESTORE TABLE delta.`{path}` TO VERSION AS OF {before}")
+        spark.sql(f"RESTORE TABLE delta.`{job.store}` TO VERSION AS OF {before}")
     verdict = run.verdicts[0]
     assert verdict.diff.exact, "the diff was blinded"
     assert not verdict.stream_equals_batch and not run.success
     samples = [s for e in verdict.gx.expectations if not e.success for s in e.samples]
-    assert any(f"kind=values_differ, order_id={row.order_id}, differing_columns=customer_id," in s for s in samples), \
+    assert any(f"kind=values_differ, order_id={row.order_id}, differing_columns=paid_cents," in s for s in samples), \
         samples
 
 
@@ -321,8 +310,7 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
     assert column_rule["expectation"] == "expect_column_values_to_be_in_set", column_rule
     assert column_rule["samples"] and all(s.startswith("currency=") for s in column_rule["samples"]), column_rule
     assert stored_results() == results_before + 1, "validated again for the values caught, one result kept"
-    windows_with_orders = spark.read.format("delta").load(restarted_stream.job.path("gold.merchant_revenue")) \
-        .where("orders > 0").count()
+    windows_with_orders = read_stream_table(spark, settings, "gold.merchant_revenue").where("orders > 0").count()
     assert len(failing["samples"]) == min(5, windows_with_orders) > 0
     assert all(s.startswith("merchant_id=") and "window_start=" in s for s in failing["samples"]), failing
     assert alerts[0].runbook.endswith("#data-quality") and "(stream and batch agree)" in alerts[0].summary

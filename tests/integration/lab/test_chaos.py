@@ -16,7 +16,7 @@ import pytest
 from spark_apps.io.fencing import FencedOut
 from spark_apps.io.lineage import committed_batches, planned_batches
 from spark_apps.io.topics import admin_client
-from spark_apps.lab.chaos import kill_at_random_moment, kill_at_stage, new_lab, table_versions, verify
+from spark_apps.lab.chaos import kill_at_random_moment, kill_at_stage, new_lab, store_version, verify
 from spark_apps.lab.checker import check_tables, summary_line
 from spark_apps.stream.job import CheckpointMismatch, StreamFailed, StreamJob
 
@@ -43,20 +43,20 @@ def story(kafka_broker, spark, settings, tmp_path_factory) -> dict:
         lab.produce(100)
         failing = planned_batches(lab.checkpoint)[-1] + 1
         with pytest.raises(StreamFailed) as full:
-            StreamJob(spark, lab.settings.with_overrides(fault_inject=f"after_bronze@{failing}:enospc"),
+            StreamJob(spark, lab.settings.with_overrides(fault_inject=f"after_parse@{failing}:enospc"),
                       lab.pipeline).run()
         told.update(disk_full=str(full.value), failing=failing,
                     committed_after_failure=committed_batches(lab.checkpoint))
         StreamJob(spark, lab.settings, lab.pipeline).run()  # space returned
         told["verdict"] = verify(lab)
 
-        before = table_versions(lab)
+        before = store_version(lab)
         kept = lab.settings.home / "checkpoint-kept"
         shutil.move(lab.checkpoint, kept)
         try:
             with pytest.raises(CheckpointMismatch) as refused:
                 StreamJob(spark, lab.settings, lab.pipeline).prepare()
-            told.update(refused=str(refused.value), versions=(before, table_versions(lab)),
+            told.update(refused=str(refused.value), versions=(before, store_version(lab)),
                         after_refusal=check_tables(spark, lab.settings, lab.pipeline, lab.manifests))
         finally:
             shutil.move(kept, lab.checkpoint)

@@ -1,7 +1,7 @@
 """Daily maintenance on a warehouse of its own: compaction, VACUUM within the retention, both checks, the CLI.
 
 The tables are small direct Delta writes under the marketplace pipeline's names (a micro-batch of the real
-stream costs 20-40 s); the commit log gets the rows the stream would append.
+stream costs seconds): the stream's store gets a few record rows and the commit row the stream would append.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from spark_apps.alerts.dispatch import ALERTS_TABLE
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.cli import main
 from spark_apps.io.catalog import ensure_table, table_path
+from spark_apps.io.stream_store import ensure_store
 from spark_apps.io.topics import admin_client, ensure_topic, partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.maintenance import CHECKPOINT, LOG_RETENTION, check_checkpoint, check_log_retention, maintain
 from spark_apps.stream.job import APP_ID_FILE, StreamJob
+from spark_apps.transforms.store import commit_row
 
 pytestmark = pytest.mark.integration
 TABLES = PIPELINE.tables()
 APP_ID = "kappa-marketplace-maintenance-test"
-COMMITS_SCHEMA = ("pipeline string, app_id string, batch_id bigint, topic string, start_offsets map<int,bigint>, "
-                  "end_offsets map<int,bigint>, records bigint, dead_letters bigint, duration_ms bigint")
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +48,20 @@ def home(settings, tmp_path_factory, name: str):
     return settings.with_overrides(home=tmp_path_factory.mktemp(name))
 
 
+def append_to_store(spark, settings, rows: list[dict]) -> None:
+    """Rows of the store (its columns by name, the others null), in one append, the store created first."""
+    ensure_store(spark, settings, PIPELINE)
+    path = str(table_path(settings, TABLES.store))
+    schema = spark.read.format("delta").load(path).schema
+    frame = spark.createDataFrame([tuple(row.get(f.name) for f in schema.fields) for row in rows], schema)
+    frame.write.format("delta").mode("append").save(path)
+
+
 def record_batch(spark, settings, topic: str, batch_id: int, end: dict[int, int]) -> None:
-    """The row the stream appends to its commit log after a micro-batch that read ``[0, end)``."""
-    row = (PIPELINE.name, APP_ID, batch_id, topic, {p: 0 for p in end}, end, sum(end.values()), 0, 10)
-    frame = spark.createDataFrame([row], COMMITS_SCHEMA)
-    frame.write.format("delta").mode("append").save(str(table_path(settings, TABLES.commits)))
+    """The commit row the stream appends to its store after a micro-batch that read ``[0, end)``."""
+    values = {"pipeline": PIPELINE.name, "app_id": APP_ID, "topic": topic, "start_offsets": {p: 0 for p in end},
+              "end_offsets": end, "records": sum(end.values()), "dead_letters": 0, "duration_ms": 10}
+    append_to_store(spark, settings, [commit_row(values, batch_id)])
 
 
 def commit_checkpoint(spark, settings, batch_id: int) -> None:
@@ -70,12 +79,12 @@ def alerts(spark, settings) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def maintained(spark, settings, tmp_path_factory, topic):
-    """Small appends to bronze and the append-only ledger, a consistent checkpoint, then ``maintain``."""
+    """Small appends of records to the store and to the append-only ledger, a consistent checkpoint, then
+    ``maintain``."""
     local = home(settings, tmp_path_factory, "maintenance")
-    bronze = str(table_path(local, TABLES.bronze))
     for n in range(4):
-        spark.createDataFrame([(n, f"record {n}")], "offset bigint, value string").write.format("delta") \
-            .mode("append").save(bronze)
+        append_to_store(spark, local, [{"_kind": "record", "_batch_id": 0, "topic": topic, "partition": 0,
+                                        "offset": n, "value": f"record {n}".encode()}])
     ledger = spark.createDataFrame([("run-0", True)], "run_id string, success boolean")
     ensure_table(spark, local, LEDGER_TABLE, ledger.schema, properties={"delta.appendOnly": "true"})
     for n in range(2):
@@ -90,8 +99,9 @@ def maintained(spark, settings, tmp_path_factory, topic):
 def test_maintenance_compacts_small_files_of_every_table_it_finds(maintained):
     _, report = maintained
     tables = {t.table: t for t in report.tables}
-    assert list(tables) == [TABLES.bronze, TABLES.commits, LEDGER_TABLE], "only existing tables, in order"
-    assert tables[TABLES.bronze].files_before >= 4 and tables[TABLES.bronze].files_after == 1
+    assert list(tables) == [TABLES.store, LEDGER_TABLE], "only existing tables, in order"
+    assert tables[TABLES.store].files_before >= 5 and tables[TABLES.store].files_after == 2, \
+        "one file per kind of row: the records, the commit row"
     assert tables[LEDGER_TABLE].files_before >= 2 and tables[LEDGER_TABLE].files_after == 1, \
         "the append-only ledger is compacted too"
     assert not any(t.error for t in report.tables) and report.ok
@@ -102,10 +112,10 @@ def test_vacuum_keeps_every_version_within_the_retention_readable(spark, maintai
 
     local, report = maintained
     assert all(t.vacuumed == 0 for t in report.tables), "every replaced file is younger than the retention"
-    bronze = str(table_path(local, TABLES.bronze))
-    assert spark.read.format("delta").option("versionAsOf", 0).load(bronze).count() == 1
-    assert spark.read.format("delta").load(bronze).count() == 4
-    vacuum = (DeltaTable.forPath(spark, bronze).history().where("operation = 'VACUUM START'")
+    store = str(table_path(local, TABLES.store))
+    assert spark.read.format("delta").option("versionAsOf", 1).load(store).count() == 1
+    assert spark.read.format("delta").load(store).count() == 5
+    vacuum = (DeltaTable.forPath(spark, store).history().where("operation = 'VACUUM START'")
               .first().operationParameters)
     assert vacuum["retentionCheckEnabled"] == "true", "Delta's own guard against a too short retention stays on"
     with pytest.raises(Exception, match="DELTA_UNSUPPORTED_DELETE|appendOnly|append-only"):

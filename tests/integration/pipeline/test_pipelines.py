@@ -1,8 +1,8 @@
 """Declared pipelines through the real stream: seed 003's FULL OUTER JOIN, a session merge, a test-only pipeline.
 
 Each test streams a handful of events, one micro-batch at a time where the order matters, and checks
-the final gold table and its Change Data Feed: the retractions (update pre-images, deletes) a
-downstream consumer sees. The marketplace tests run a pipeline of only the table under test, to keep
+the final gold table and its change feed: the retractions (update pre-images, deletes) a downstream
+consumer sees. The marketplace tests run a pipeline of only the table under test, to keep
 each micro-batch short; ``test_stream`` runs all three marketplace tables together.
 """
 
@@ -19,6 +19,7 @@ import pytest
 
 from spark_apps.audit.recompute import stream_tables
 from spark_apps.audit.run import audit
+from spark_apps.io import stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS, SESSION_GAP_S
@@ -54,11 +55,11 @@ def stream_settings(make_topic, settings, tmp_path, topic: str, partitions: int,
                                    checkpoint_root=tmp_path / "checkpoints", **overrides)
 
 
-def change_feed(spark, path: str, keys: tuple[str, ...], values: tuple[str, ...]) -> list[list[tuple]]:
-    """The changes since the table was created, one list per commit in commit order; each row is
+def change_feed(spark, job: StreamJob, name: str, keys: tuple[str, ...], values: tuple[str, ...]) -> list[list[tuple]]:
+    """The changes of a gold view since its store was created, one list per commit in commit order; each row is
     (change type, *keys, *values), timestamps in UTC."""
-    feed = (spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1)
-            .load(path).collect())
+    latest = stream_store.latest_version(job.settings, job.pipeline, job.generation)
+    feed = stream_store.changes(spark, job.settings, job.pipeline, name, keys, 0, latest, job.generation).collect()
     commits: dict[int, list] = defaultdict(list)
     for row in feed:
         commits[row["_commit_version"]].append(row)
@@ -84,17 +85,17 @@ def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spar
     job.run(until_caught_up=True)
     assert len(job.stats) == 6, "one micro-batch per event"
 
-    path = job.path(job.tables.gold("order_status"))
+    name = job.tables.gold("order_status")
     final = {r.order_id: (r.order_amount_cents, as_utc(r.placed_at) if r.placed_at else None, r.paid_cents,
                           as_utc(r.paid_at) if r.paid_at else None, r.status)
-             for r in spark.read.format("delta").load(path).collect()}
+             for r in read_stream_table(spark, config, name, job.pipeline).collect()}
     assert final == {"1": (1000, at[2], 0, None, "placed"),                  # (L1, null)
                      "2": (2000, at[6], 2000, at[1], "paid"),                # (L2, R2)
                      "3": (3000, at[3], 3000, at[4], "paid"),                # (L3, R3)
                      "4": (None, None, 4000, at[5], "orphan_payment")}       # (null, R4)
 
     columns = ("order_amount_cents", "paid_cents", "status")
-    assert change_feed(spark, path, ("order_id",), columns) == [
+    assert change_feed(spark, job, name, ("order_id",), columns) == [
         [("insert", "2", None, 2000, "orphan_payment")],                     # 12:01 +(null, R2)
         [("insert", "1", 1000, 0, "placed")],                                # 12:02 +(L1, null)
         [("insert", "3", 3000, 0, "placed")],                                # 12:03 +(L3, null)
@@ -121,12 +122,12 @@ def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings,
     job.run(until_caught_up=True)
     assert len(job.stats) == 2, "the two sessions in one micro-batch, the bridging event in the next"
 
-    path = job.path(job.tables.gold("customer_sessions"))
+    name = job.tables.gold("customer_sessions")
     final = [(r.customer_id, as_utc(r.session_start), as_utc(r.session_end), r.duration_ms, r.events, r.orders,
-              r.payments) for r in spark.read.format("delta").load(path).collect()]
+              r.payments) for r in read_stream_table(spark, config, name, job.pipeline).collect()]
     assert final == [("c7", first, second, (second - first) // dt.timedelta(milliseconds=1), 3, 2, 1)]
 
-    assert change_feed(spark, path, ("customer_id", "session_start"), ("session_end", "events")) == [
+    assert change_feed(spark, job, name, ("customer_id", "session_start"), ("session_end", "events")) == [
         [("insert", "c7", first, first, 1), ("insert", "c7", second, second, 1)],
         [("update_preimage", "c7", first, first, 1),     # the earlier session is retracted and grows,
          ("update_postimage", "c7", first, second, 3),
@@ -135,26 +136,18 @@ def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings,
 
 
 def test_a_winner_displaced_from_a_session_splits_it_while_added_events_extend_the_stored_sessions(
-        spark, settings, make_topic, tmp_path, monkeypatch):
+        spark, settings, make_topic, tmp_path):
     """Batch 0: c8's orders at t, t+200 s and t+400 s (one session) and c9's at t, all on partition 1. Batch 1: the
     t+200 s order's event again on partition 0, earlier in the log and dated t+600 s, so it takes the id; and a c9
-    order at t+100 s. c9's stored session is extended by its added event. c8's lost its middle event, which splits
-    its session; only recomputing c8 from its events gives that, and the batch recompute must agree."""
-    import spark_apps.stream.job as stream_job
+    order at t+100 s. c9's stored session is extended by its added event (a partial row the view folds in). c8's
+    lost its middle event, which splits its session; only recomputing c8 from its events gives that (a reset of
+    c8's rows), and the batch recompute must agree."""
     from spark_apps.io.producer import make_producer
 
     topic = f"test.sessions.{uuid.uuid4().hex[:8]}"
     config = stream_settings(make_topic, settings, tmp_path, topic, partitions=2)
     t = now_ms() - dt.timedelta(minutes=12)
     at = lambda seconds: t + dt.timedelta(seconds=seconds)  # noqa: E731
-    extended = []
-
-    def spy(gold, table, added, lost, *args):
-        extended.append(lost is not None)
-        return sessions_after(gold, table, added, lost, *args)
-
-    sessions_after = stream_job.sessions_after
-    monkeypatch.setattr(stream_job, "sessions_after", spy)
     pipeline = Pipeline(name="sessions", schema=SCHEMA, gold_tables=(CUSTOMER_SESSIONS,))
     producer = make_producer(config)
 
@@ -176,9 +169,12 @@ def test_a_winner_displaced_from_a_session_splits_it_while_added_events_extend_t
     finally:
         producer.close()
 
-    assert extended == [False, True], "both batches extended the stored sessions; the second lost a winner"
+    written = spark.read.format("delta").load(job.store).where("_kind = 'gold.customer_sessions'")
+    assert sorted((r._batch_id, r.customer_sessions__customer_id, r._reset) for r in written.collect()) == [
+        (0, "c8", False), (0, "c9", False), (1, "c8", True), (1, "c8", True), (1, "c9", False)], \
+        "c9 gets a partial row of its added event, c8 the reset of its two sessions, recomputed"
     sessions = sorted((r.customer_id, as_utc(r.session_start), as_utc(r.session_end), r.events) for r in
-                      spark.read.format("delta").load(job.path(job.tables.gold("customer_sessions"))).collect())
+                      read_stream_table(spark, config, job.tables.gold("customer_sessions"), pipeline).collect())
     assert sessions == [("c8", at(0), at(0), 1), ("c8", at(400), at(600), 2), ("c9", at(0), at(100), 2)]
     run = audit(spark, config, pipeline)
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
@@ -201,7 +197,7 @@ def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spar
     job = StreamJob(spark, config, pipeline)
     job.run(until_caught_up=True)
 
-    table = lambda name: spark.read.format("delta").load(job.path(name))  # noqa: E731
+    table = lambda name: read_stream_table(spark, config, name, pipeline)  # noqa: E731
     assert job.tables.gold("device_hourly") == "gold.sensors_device_hourly"
     gold = {(r.device_id, as_utc(r.hour_start)): (r.readings, r.min_tenths, r.max_tenths, r.sum_tenths)
             for r in table(job.tables.gold("device_hourly")).collect()}
@@ -241,7 +237,7 @@ def test_a_record_earlier_in_the_log_that_arrives_in_a_later_batch_takes_the_id_
         producer.close()
 
     gold = {r.device_id: (r.readings, r.sum_tenths)
-            for r in spark.read.format("delta").load(job.path(job.tables.gold("device_hourly"))).collect()}
+            for r in read_stream_table(spark, config, job.tables.gold("device_hourly"), pipeline).collect()}
     assert gold == {"dev-a": (1, 250)}, "the displaced winner's key was recomputed"
     conflicts = read_stream_table(spark, config, job.tables.duplicates, pipeline).collect()
     assert [(r.partition, r.kind, r.winner_partition) for r in conflicts] == [(1, "conflict", 0)]
@@ -272,7 +268,7 @@ def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconci
 
     assert run.success, run.verdicts
     tables = pipeline.tables()
-    read = lambda name: spark.read.format("delta").load(str(table_path(config, name))).collect()  # noqa: E731
+    read = lambda name: read_stream_table(spark, config, name, pipeline).collect()  # noqa: E731
     gold = {r.zone: (r.trips, r.shared_trips, r.fares, r.longest_km, as_utc(r.last_drop_off))
             for r in read(tables.gold("zone_daily"))}
     drop_off = now + dt.timedelta(minutes=1)
@@ -284,8 +280,8 @@ def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconci
 def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in_stream_and_batch(
         spark, settings, make_topic, tmp_path):
     """Under the high-water-mark rule a history loaded in time order is on time; the append-time default would have
-    made every record of it late. The stream fails once right after a batch's candidates, so the next start reads
-    the marks back from the candidates table."""
+    made every record of it late. The stream fails once right after a batch's commit, so the next start reads
+    the marks back from the candidates the store holds."""
     sensors = load_pipeline("tests.support.sensor_pipeline:PIPELINE")
     pipeline = dataclasses.replace(sensors, name="sensor_history", topic=f"sensors.history.{uuid.uuid4().hex[:8]}",
                                    table_prefix="history_", lateness=Lateness(allowed_s=600, against=HIGH_WATER_MARK))
@@ -300,21 +296,21 @@ def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in
     send(config, pipeline.topic, [*history, *live, *stragglers])
 
     with pytest.raises(StreamFailed):
-        StreamJob(spark, config.with_overrides(fault_inject="after_candidates@1"), pipeline).run()
+        StreamJob(spark, config.with_overrides(fault_inject="after_write@1"), pipeline).run()
     job = StreamJob(spark, config, pipeline)
     job.run()
     run = audit(spark, config, pipeline)
 
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
     tables = pipeline.tables()
-    read = lambda name: spark.read.format("delta").load(str(table_path(config, name)))  # noqa: E731
     late_rows = read_stream_table(spark, config, tables.late_events, pipeline).collect()
     assert {r.reading_id for r in late_rows} == {"late-2h", "late-year"}
-    late = next(t for t in stream_tables(pipeline) if t.label == tables.late_events)
-    snapshot = spark.read.format("delta").option("versionAsOf", run.snapshot.versions[late.snapshot]) \
-        .load(str(table_path(config, late.snapshot)))
-    assert {r.reading_id for r in snapshot.collect()} == {"late-2h", "late-year"}, "the batch path agrees"
-    events = read(tables.events)
+    bronze = next(t for t in stream_tables(pipeline) if t.label == tables.bronze)
+    snapshot = spark.read.format("delta").option("versionAsOf", run.snapshot.versions[bronze.snapshot]) \
+        .load(str(table_path(config, bronze.snapshot)))
+    assert {r.reading_id for r in snapshot.where("is_winner AND is_late").collect()} == {"late-2h", "late-year"}, \
+        "the batch path agrees"
+    events = read_stream_table(spark, config, tables.events, pipeline)
     assert events.count() == len(history) + len(live) + len(stragglers)
     by_append_time = events.where(lateness_flag("measured_at", LatenessRule(600))).where("reading_id LIKE 'h%'")
     assert by_append_time.count() == len(history), "the append-time rule would have flagged the whole history"

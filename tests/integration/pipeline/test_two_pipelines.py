@@ -16,11 +16,11 @@ import sys
 import uuid
 
 import pytest
-from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from spark_apps.alerts.dispatch import recent_alerts
 from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.io import stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import ensure_topic
 from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
@@ -31,7 +31,7 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.stream.job import StreamJob
 from tests.support.records import send, sensor_reading
-from tests.support.streams import fresh_stream_settings, produce_hard_cases
+from tests.support.streams import add_to_gold, fresh_stream_settings, produce_hard_cases, read_stream_table
 from tests.support.topics import delete_topics
 
 pytestmark = pytest.mark.integration
@@ -53,13 +53,6 @@ def produce_round(settings, round_: int) -> None:
                                    for i in range(round_ * 30, round_ * 30 + 30)])
 
 
-def gold_tables(spark, settings, name: str) -> list[str]:
-    """The gold tables of the pipeline's active generation."""
-    pipeline = PIPELINES[name]
-    active = generations.active(spark, settings, name)
-    return [pipeline.tables(active).gold(g.name) for g in pipeline.gold_tables]
-
-
 def served_tables(name: str) -> list[str]:
     """The gold tables as serving names them, whichever generation's copy a view reads."""
     pipeline = PIPELINES[name]
@@ -68,7 +61,7 @@ def served_tables(name: str) -> list[str]:
 
 def snapshot(spark, settings, name: str) -> dict:
     """What of one pipeline another pipeline's step must leave alone: serving, generation, ledger rows, and the
-    version of each gold table (a write that keeps the row count still makes a version)."""
+    version of its store (a write that keeps the row count still makes a version)."""
     from spark_apps.audit.ledger import LEDGER_TABLE
 
     ledger = table_path(settings, LEDGER_TABLE)
@@ -77,8 +70,7 @@ def snapshot(spark, settings, name: str) -> dict:
     return {"serving": serving.current(spark, settings, name),
             "generation": generations.active(spark, settings, name),
             "ledger": sorted(tuple(r) for r in runs),
-            "versions": {t: DeltaTable.forPath(spark, str(table_path(settings, t))).history(1).first().version
-                         for t in gold_tables(spark, settings, name)}}
+            "store": stream_store.latest_version(settings, PIPELINES[name], generations.active(spark, settings, name))}
 
 
 def reconcile_pages(spark, settings) -> list[tuple[str, str]]:
@@ -156,15 +148,15 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
         StreamJob(spark, local, PIPELINES[name], generations.active(spark, local, name)).run(until_caught_up=True)
     assert not reconcile_pages(spark, local), "nothing paged while both pipelines were exact"
     # Per pipeline: the gold table to corrupt, the change, and the key column whose least value picks the rows.
-    corruptions = {SENSORS.name: ("device_hourly", "readings = readings + 1", "device_id"),
-                   MARKETPLACE.name: ("order_status", "status = 'corrupted'", "order_id")}
-    for name, (gold, change, key) in corruptions.items():
+    corruptions = {SENSORS.name: ("device_hourly", "readings", "device_id"),
+                   MARKETPLACE.name: ("order_status", "paid_cents", "order_id")}
+    for name, (gold, column, key) in corruptions.items():
         other = next(n for n in SPECS if n != name)
         before, pages_before = snapshot(spark, local, other), reconcile_pages(spark, local)
         table = PIPELINES[name].tables().gold(gold)
-        path = table_path(local, PIPELINES[name].tables(generations.active(spark, local, name)).gold(gold))
-        least = spark.read.format("delta").load(str(path)).agg(F.min(key)).first()[0]
-        spark.sql(f"UPDATE delta.`{path}` SET {change} WHERE {key} = '{least}'")
+        active = PIPELINES[name].tables(generations.active(spark, local, name)).gold(gold)
+        least = read_stream_table(spark, local, active, PIPELINES[name]).agg(F.min(key)).first()[0]
+        add_to_gold(spark, local, active, column, 1, {key: least}, PIPELINES[name])
         failed = reconcile(spark, local, SPECS[name], run_id=f"{name}.corrupted")
         assert not failed.reconciliation.success
         decision = serving.current(spark, local, name)[table]

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT
-from spark_apps.io.catalog import table_path
 from tests.support.topics import delete_topics, list_topics
 
 pytestmark = pytest.mark.integration
@@ -94,14 +93,11 @@ def test_following_the_walkthrough_literally_reconciles_a_users_csv_exactly(
     assert verdicts and not any("MISMATCH" in line for line in verdicts), outputs[-1]
     assert any("gold.readings_device_daily" in line for line in verdicts), outputs[-1]
 
-    def table(name: str):
-        return spark.read.format("delta").load(str(table_path(local, name)))
-
-    gold = table("gold.readings_device_daily")
+    gold = spark.table("gold.readings_device_daily")
     rows = sorted((r.device_id, r.day.isoformat(), r.readings, r.min_celsius, r.max_celsius, r.sum_celsius)
                   for r in gold.collect())
     assert rows == documented_gold(section)
-    dead = table("audit.readings_dead_letters").collect()
+    dead = spark.table("audit.readings_dead_letters").collect()
     assert [(bytes(d.value).decode().count("r-0008"), d.reason) for d in dead] == [(1, "wrong_type:celsius")]
     duplicates = spark.table("silver.readings_duplicates").collect()
     assert [d.reading_id for d in duplicates] == ["r-0005"]

@@ -9,6 +9,7 @@ from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.serving import state as serving
 from spark_apps.serving.dbt_runner import COMMANDS, DbtRefused, run_dbt, run_steps
+from tests.support.streams import read_stream_table
 
 pytestmark = pytest.mark.integration
 NET_RULE = "expression_is_true_stg_merchant_revenue_net_cents_gross_cents_refunds_cents"
@@ -64,14 +65,14 @@ def test_marts_are_delta_tables_in_the_warehouse_that_say_which_copy_they_read(s
     revenue = decisions["gold.merchant_revenue"]
     assert revenue.mode == serving.LAMBDA
     assert {r.served_from for r in daily.select("served_from").distinct().collect()} == {serving.served_from(revenue)}
-    gold = spark.read.format("delta").load(str(table_path(settings, "gold.merchant_revenue")))
+    gold = read_stream_table(spark, settings, "gold.merchant_revenue")
     totals = ("sum(gross_cents) AS gross", "sum(refunds_cents) AS refunds", "sum(net_cents) AS net")
     assert daily.selectExpr(*totals).first() == gold.selectExpr(*totals).first(), "the stream equals the batch"
     funnel = mart(spark, settings, "order_funnel").selectExpr(
         "sum(orders_placed + orphan_payments + orphan_refunds) AS orders").first()["orders"]
-    assert funnel == spark.read.format("delta").load(str(table_path(settings, "gold.order_status"))).count()
+    assert funnel == read_stream_table(spark, settings, "gold.order_status").count()
     sessions = mart(spark, settings, "customer_session_metrics").selectExpr("sum(sessions) AS n").first()["n"]
-    assert sessions == spark.read.format("delta").load(str(table_path(settings, "gold.customer_sessions"))).count()
+    assert sessions == read_stream_table(spark, settings, "gold.customer_sessions").count()
 
 
 def test_a_negative_net_slipped_into_serving_fails_a_dbt_test_and_pages_on_call(spark, reconciled, built, webhook,

@@ -14,29 +14,32 @@ import pytest
 
 from spark_apps.cli import main
 from spark_apps.core.errors import PlatformError
+from spark_apps.io import stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import admin_client
-from spark_apps.marketplace.pipeline import MERCHANT_REVENUE, PIPELINE, merchant_revenue
+from spark_apps.marketplace.pipeline import MERCHANT_REVENUE, PIPELINE
 from spark_apps.serving import generations, replay
 from spark_apps.serving import state as serving
 from spark_apps.serving.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
-from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
+from tests.support.streams import (
+    add_to_gold,
+    fresh_stream_settings,
+    produce_hard_cases,
+    read_stream_table,
+    restore_store,
+    run_stream,
+)
 
 pytestmark = pytest.mark.integration
 GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
 REVENUE_VIEW = "serving.merchant_revenue"
 
 
-def merchant_revenue_v2(rows, settings):
-    """The gold definition being deployed: the old one plus the net amount in whole currency units."""
-    from pyspark.sql import functions as F
-
-    return merchant_revenue(rows, settings).withColumn("net_units", F.floor(F.col("net_cents") / 100).cast("long"))
-
-
-CHANGED = dataclasses.replace(PIPELINE, gold_tables=(
-    dataclasses.replace(MERCHANT_REVENUE, compute=merchant_revenue_v2), *PIPELINE.gold_tables[1:]))
+# The gold definition being deployed: the old one plus the net amount in whole currency units.
+REVENUE_V2 = dataclasses.replace(MERCHANT_REVENUE, fold=dataclasses.replace(MERCHANT_REVENUE.fold, output=(
+    *MERCHANT_REVENUE.fold.output, "CAST(floor((gross_cents - refunds_cents) / 100) AS BIGINT) AS net_units")))
+CHANGED = dataclasses.replace(PIPELINE, gold_tables=(REVENUE_V2, *PIPELINE.gold_tables[1:]))
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +57,17 @@ def platform(kafka_broker, spark, settings, tmp_path_factory):
 
 
 def read(spark, settings, table: str):
+    """A table of this warehouse: a stream table by its view over the store, any other by its folder."""
+    if table.startswith("gold."):
+        return read_stream_table(spark, settings, table, CHANGED if table.endswith("__g1") else PIPELINE)
     return spark.read.format("delta").load(str(table_path(settings, table)))
 
 
 def version(spark, settings, table: str) -> int:
+    """The newest version of the Delta table behind ``table``: a stream table's is its store's."""
+    if table.startswith("gold."):
+        generation = table.rpartition("__")[2] if "__" in table else ""
+        return stream_store.latest_version(settings, PIPELINE, generation)
     return spark.sql(f"DESCRIBE HISTORY delta.`{table_path(settings, table)}` LIMIT 1").first().version
 
 
@@ -87,15 +97,14 @@ def test_a_replay_builds_a_new_generation_while_the_old_one_keeps_serving(spark,
 def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform):
     local, _ = platform
     table = "gold.merchant_revenue__g1"
-    clean = version(spark, local, table)
     row = read(spark, local, table).orderBy("merchant_id", "window_start").first()
-    spark.sql(f"UPDATE delta.`{table_path(local, table)}` SET orders = orders + 1 "
-              f"WHERE merchant_id = '{row.merchant_id}' AND window_start = '{row.window_start}'")
+    clean = add_to_gold(spark, local, table, "orders", 1, {"merchant_id": row.merchant_id,
+                                                            "window_start": row.window_start}, CHANGED)
     decided = serving.current(spark, local, PIPELINE.name)
     try:
         outcome = replay.reconcile(spark, local, CHANGED, "g1")
     finally:
-        spark.sql(f"RESTORE TABLE delta.`{table_path(local, table)}` TO VERSION AS OF {clean}")
+        restore_store(spark, local, table, clean, CHANGED)
     assert not outcome["success"] and outcome["status"] == FAILED
     assert [t["table"] for t in outcome["tables"] if not t["success"]] == ["gold.merchant_revenue"]
     with pytest.raises(ReplayRefused, match=r"^cannot swap in generation g1: it is failed \(run replay\.g1\."):

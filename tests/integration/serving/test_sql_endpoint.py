@@ -25,10 +25,17 @@ from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.serving.sql_endpoint import beeline_command
 from spark_apps.stream.job import StreamJob
-from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
+from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
 from tests.support.topics import delete_topics
 
 pytestmark = pytest.mark.integration
+
+
+def member_rows(spark, settings, source: str, version: int) -> int:
+    """The rows a cut member reads: a stream table's view of its store at the version, or a batch snapshot."""
+    if source.startswith("gold."):
+        return read_stream_table(spark, settings, source, version=version).count()
+    return spark.read.format("delta").option("versionAsOf", version).load(str(table_path(settings, source))).count()
 GOLD = sorted(PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables)
 # One statement over every serving view of the pipeline, and the cut that statement read.
 EVERY_VIEW = " UNION ALL ".join(
@@ -93,10 +100,10 @@ def test_every_read_of_all_serving_views_reflects_one_cut_while_the_stream_moves
         offsets = {json.dumps(m["end_offsets"], sort_keys=True) for m in cut["members"]}
         assert len(offsets) == 1, f"one read saw tables at different log offsets: {cut}"
         batch_id, app_id = cut["basis"].removeprefix("batch ").split(" of ")
+        store = str(table_path(platform, PIPELINE.tables().store))
         for member in cut["members"]:
-            path = str(table_path(platform, member["source"]))
-            assert member["version"] == version_for_batch(path, app_id, int(batch_id)), member
-            rows = spark.read.format("delta").option("versionAsOf", member["version"]).load(path).count()
+            assert member["version"] == version_for_batch(store, app_id, int(batch_id)), member
+            rows = member_rows(spark, platform, member["source"], member["version"])
             assert counts[member["table"]] == rows, f"{member['table']} read other rows than its cut's version"
 
 
@@ -108,7 +115,7 @@ def test_a_held_cut_stays_put_and_kappa_serving_prints_the_cut_with_its_offsets(
     before = serving_cut.read(spark, PIPELINE.name)
     assert before is not None and before.follows == serving_cut.FOLLOWS_STREAM
     with serving_cut.locked(platform, PIPELINE.name):
-        moved = serving_cut.follow_stream(spark, platform, PIPELINE.name, "", "held-app", 10_000, {0: 1})
+        moved = serving_cut.follow_stream(spark, platform, PIPELINE, "", "held-app", 10_000, {0: 1}, 0)
     assert moved is None and serving_cut.read(spark, PIPELINE.name) == before
 
     for key, value in platform.as_env().items():
@@ -135,9 +142,7 @@ def test_a_fallback_is_seen_by_a_session_opened_before_it(spark, platform, sessi
     for member in cut["members"]:
         decision = served[member["table"]]
         assert (member["source"], member["version"]) == (decision.source_table, decision.source_version)
-        snapshot = spark.read.format("delta").option("versionAsOf", decision.source_version).load(
-            str(table_path(platform, decision.source_table)))
-        assert counts[member["table"]] == snapshot.count()
+        assert counts[member["table"]] == member_rows(spark, platform, decision.source_table, decision.source_version)
 
 
 def test_beeline_and_dbt_over_the_endpoint_read_serving_gold_and_marts_by_name(spark, platform):
@@ -154,9 +159,8 @@ def test_beeline_and_dbt_over_the_endpoint_read_serving_gold_and_marts_by_name(s
     assert done.returncode == 0, done.stderr[-3000:]
     got = dict(zip(queries, (int(line) for line in done.stdout.split()), strict=True))
     served = serving.current(spark, platform, PIPELINE.name)["gold.order_status"]
-    snapshot = spark.read.format("delta").option("versionAsOf", served.source_version).load(
-        str(table_path(platform, served.source_table))).count()
-    stream = spark.read.format("delta").load(str(table_path(platform, "gold.order_status"))).count()
+    snapshot = member_rows(spark, platform, served.source_table, served.source_version)
+    stream = read_stream_table(spark, platform, "gold.order_status").count()
     assert got == {"serving.order_status": snapshot, "gold.order_status": stream,
                    "marts.order_funnel": snapshot}, done.stdout
 
@@ -176,6 +180,4 @@ def test_a_cutover_and_a_replay_swap_are_seen_by_a_session_opened_before_them(sp
     cut, counts = read_every_view(session)
     assert cut["generation"] == "g1" and {m["source"] for m in cut["members"]} == {f"{t}__g1" for t in GOLD}
     for member in cut["members"]:
-        rows = spark.read.format("delta").option("versionAsOf", member["version"]).load(
-            str(table_path(platform, member["source"]))).count()
-        assert counts[member["table"]] == rows, member
+        assert counts[member["table"]] == member_rows(spark, platform, member["source"], member["version"]), member

@@ -12,7 +12,7 @@ import pytest
 
 from spark_apps.io.lineage import committed_batches, planned_batches
 from spark_apps.io.topics import admin_client
-from spark_apps.lab.chaos import new_lab, table_versions, verify
+from spark_apps.lab.chaos import new_lab, store_version, verify
 from spark_apps.lab.checker import summary_line
 from spark_apps.stream.job import StreamFailed, StreamJob
 from tests.support.disks import CannotMount, fill, free_bytes, small_tmpfs
@@ -31,7 +31,7 @@ def full_disk(kafka_broker, spark, settings, tmp_path_factory) -> dict:
             lab.produce(300)
             StreamJob(spark, lab.settings, lab.pipeline).run()
             committed_before = committed_batches(lab.checkpoint)
-            versions_before = table_versions(lab)
+            versions_before = store_version(lab)
 
             filler = fill(warehouse)
             told: dict = {"free_when_full": free_bytes(warehouse)}
@@ -40,7 +40,7 @@ def full_disk(kafka_broker, spark, settings, tmp_path_factory) -> dict:
                 StreamJob(spark, lab.settings, lab.pipeline).run()
             told.update(failure=str(full.value), committed_before=committed_before,
                         committed_after=committed_batches(lab.checkpoint), planned=planned_batches(lab.checkpoint),
-                        versions=(versions_before, table_versions(lab)))
+                        versions=(versions_before, store_version(lab)))
 
             filler.unlink()
             StreamJob(spark, lab.settings, lab.pipeline).run()

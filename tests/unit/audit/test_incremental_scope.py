@@ -3,7 +3,7 @@
 from pathlib import Path
 from urllib.parse import urlparse
 
-from spark_apps.audit.incremental import Scope, _widened, outside, restrict
+from spark_apps.audit.incremental import Scope, _widened, restrict
 
 
 def test_an_incremental_comparison_by_key_never_opens_the_files_outside_the_keys_range(spark, tmp_path):
@@ -27,10 +27,3 @@ def test_a_scope_without_keys_is_empty_and_matches_no_row(spark):
     scope = _widened(Scope(("event_id",), spark.createDataFrame([], "event_id string")), [])
     assert scope.empty
     assert restrict(spark.createDataFrame([("ev-a-001",)], "event_id string"), scope).isEmpty()
-
-
-def test_the_rows_outside_a_scope_are_the_rows_of_every_other_key(spark):
-    rows = spark.createDataFrame([("ev-1", 1), ("ev-1", 2), ("ev-2", 3), ("ev-3", 4)], "event_id string, n int")
-    scope = _widened(Scope(("event_id",), spark.createDataFrame([("ev-1",), ("ev-3",)], "event_id string")), [])
-    assert sorted(r.n for r in outside(rows, scope).collect()) == [3]
-    assert sorted(r.n for r in restrict(rows, scope).collect()) == [1, 2, 4]

@@ -1,37 +1,53 @@
-"""The record-count contract of an audit, from the counts it took: pure arithmetic, no Spark."""
+"""The record-count contract of an audit, from the counts it took: pure arithmetic, and one small Spark frame."""
 
 from spark_apps.audit.recompute import Snapshot, stream_tables
 from spark_apps.audit.run import _contract
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.transforms.store import RECORD_COUNTS, record_counts
 
-NAMES = PIPELINE.tables()
 POSITION = StreamPosition(table_version=0, app_id="app", batch_id=0, topic="t", start_offsets={0: 0},
                           end_offsets={0: 100})
+# 100 records: 10 dead letters, 90 candidates, of which 80 won their ids (6 of them late) and 10 are duplicates.
+TALLY = {"records": 100, "dead_letters": 10, "candidates": 90, "events": 80, "duplicates": 10, "late_events": 6}
 
 
-def counts(duplicates_outside: int) -> dict[tuple[str, str], int]:
-    """An incremental run's counts: 100 records, 10 dead, 90 candidates of which 80 won; every table's batch side."""
-    written = {NAMES.bronze: 100, NAMES.dead_letters: 10, NAMES.candidates: 90, NAMES.events: 80}
-    taken = {("stream", t.stream): written.get(t.stream, 5) for t in stream_tables(PIPELINE) if not t.derived}
-    batch = {("batch", t.stream): written.get(t.stream, 5) for t in stream_tables(PIPELINE)}
-    return taken | batch | {("batch", NAMES.duplicates): 10, ("batch", NAMES.late_events): 6,
-                            ("outside", NAMES.duplicates): duplicates_outside, ("outside", NAMES.late_events): 4}
+def counts(stream: dict | None = None, batch: dict | None = None, whole: dict | None = None) -> dict:
+    return ({("stream", k): v for k, v in (TALLY | (stream or {})).items()}
+            | {("batch", k): v for k, v in (TALLY | (batch or {})).items()} | (whole or {}))
 
 
-def test_an_incremental_run_counts_a_view_as_its_verified_rows_outside_the_scope_plus_the_diffs_count_inside():
-    in_scope = {t.stream: 1 for t in stream_tables(PIPELINE)} | {NAMES.duplicates: 3, NAMES.late_events: 2}
-    checks = {c.name: c for c in _contract(PIPELINE, "", Snapshot("run", POSITION, "v", records=100), counts(7),
-                                           in_scope)}
-    assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
-    assert (checks["whole table silver.duplicates: stream rows = batch rows"].left,
-            checks["whole table silver.late_events: stream rows = batch rows"].left) == (10, 6)
-    assert checks["silver candidates = silver events + duplicates"].right == 90
+def broken(found: dict, whole: bool = False) -> list[str]:
+    return [c.name for c in _contract(PIPELINE, "", Snapshot("run", POSITION, "v", records=100), found, whole)
+            if not c.ok]
 
 
-def test_a_view_short_of_rows_outside_the_scope_breaks_its_whole_count_and_the_dedup_equation():
-    in_scope = {t.stream: 1 for t in stream_tables(PIPELINE)} | {NAMES.duplicates: 3, NAMES.late_events: 2}
-    broken = [c.name for c in _contract(PIPELINE, "", Snapshot("run", POSITION, "v", records=100), counts(6),
-                                        in_scope) if not c.ok]
-    assert broken == ["silver candidates = silver events + duplicates",
-                      "whole table silver.duplicates: stream rows = batch rows"]
+def test_every_record_accounted_for_on_both_sides_holds_the_contract():
+    assert broken(counts()) == []
+
+
+def test_a_record_missing_from_the_stream_or_the_batch_breaks_its_equation():
+    assert broken(counts(stream={"records": 99, "candidates": 89, "events": 79})) == [
+        "log records in [start, O) = stream bronze rows"]
+    assert broken(counts(batch={"candidates": 89})) == ["log records = batch candidates + batch dead letters"]
+
+
+def test_a_candidate_neither_winner_nor_duplicate_breaks_the_dedup_equation_and_late_events_are_compared():
+    assert broken(counts(stream={"duplicates": 9})) == ["silver candidates = silver events + duplicates"]
+    assert broken(counts(batch={"late_events": 5})) == ["stream late events = batch late events"]
+
+
+def test_an_incremental_run_also_compares_every_reconciled_tables_whole_row_count():
+    tables = [t.stream for t in stream_tables(PIPELINE)]
+    even = {(side, name): 7 for name in tables for side in ("stream", "batch")}
+    assert broken(counts(whole=even), whole=True) == []
+    short = even | {("stream", PIPELINE.tables().gold("order_status")): 6}
+    assert broken(counts(whole=short), whole=True) == ["whole table gold.order_status: stream rows = batch rows"]
+
+
+def test_record_counts_split_bronze_by_reason_winner_and_lateness(spark):
+    rows = [(None, True, False), (None, True, True), (None, False, False), ("malformed_json", None, None)]
+    bronze = spark.createDataFrame(rows, "dead_letter_reason string, is_winner boolean, is_late boolean")
+    assert set(RECORD_COUNTS) == {"records", "dead_letters", "candidates", "events", "duplicates", "late_events"}
+    assert record_counts(bronze).first().asDict() == {"records": 4, "dead_letters": 1, "candidates": 3, "events": 2,
+                                                      "duplicates": 1, "late_events": 1}

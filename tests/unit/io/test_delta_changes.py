@@ -60,3 +60,13 @@ def test_only_the_files_added_and_still_held_are_opened(spark, tmp_path):
     for name in compacted:
         (path / name).unlink()
     assert ids(rows_added(spark, path, 3, 4)) == {"d"}
+
+
+def test_a_rearrangement_within_the_range_adds_no_rows_while_the_files_it_replaced_are_on_disk(spark, tmp_path):
+    """OPTIMIZE (or the store's compaction) changes no data: the rows the range wrote are read from the files it
+    replaced, not from its files, which hold every older row too."""
+    path = tmp_path / f"t-{uuid.uuid4().hex[:8]}"
+    for row in [("a", 1), ("b", 2), ("c", 3)]:
+        spark.createDataFrame([row], SCHEMA).coalesce(1).write.format("delta").mode("append").save(str(path))
+    spark.sql(f"OPTIMIZE delta.`{path}`")
+    assert ids(rows_added(spark, path, 1, 3)) == {"c"}

@@ -20,8 +20,9 @@ STREAM_CUT = Cut("marketplace", FOLLOWS_STREAM, "g2", "batch 7 of app-1", (
     Member("gold.merchant_revenue", "gold.merchant_revenue__g2", 9, {0: 40, 1: 35})), warehouse="/w")
 COLUMNS = {"order_status": [("order_id", "string"), ("status", "string")],
            "merchant_revenue": [("merchant_id", "string"), ("net_cents", "bigint")]}
-LOCATIONS = {"gold.order_status__g2": "/w/gold.db/order_status__g2",
-             "gold.merchant_revenue__g2": "/w/gold.db/merchant_revenue__g2"}
+# Each member's source as SQL at its version: here a batch snapshot's folder, for a stream table its view of the store.
+RELATIONS = {"gold.order_status__g2": "delta.`/w/gold.db/order_status__g2` VERSION AS OF 12",
+             "gold.merchant_revenue__g2": "delta.`/w/gold.db/merchant_revenue__g2` VERSION AS OF 9"}
 
 
 def test_a_cut_round_trips_through_its_view_properties():
@@ -38,7 +39,7 @@ def test_a_cut_whose_tables_reflect_different_offsets_is_not_consistent():
 
 
 def test_the_cut_view_pins_every_table_to_its_version_in_a_branch_of_its_own():
-    branches = cut_view_query(STREAM_CUT, LOCATIONS, COLUMNS).split(" UNION ALL ")
+    branches = cut_view_query(STREAM_CUT, RELATIONS, COLUMNS).split(" UNION ALL ")
     assert len(branches) == 3, "one branch per gold table and one for the cut itself"
     orders, revenue, described = branches
     assert orders.endswith("FROM delta.`/w/gold.db/order_status__g2` VERSION AS OF 12")

@@ -20,6 +20,7 @@ from spark_apps.io.key_sets import fixed_changes, key_set, key_spans
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, MERCHANT_REVENUE, ORDER_STATUS, SESSION_GAP_S
 from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO
 from spark_apps.transforms.events import gold_changes
+from spark_apps.transforms.store import gold_rows
 
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
 SCHEMA = "customer string, session_start timestamp, events long"
@@ -158,7 +159,7 @@ def _gold_after_a_batch_without_the_oldest_silver_file(spark, tmp_path, gold, ol
     silver, target = str(tmp_path / "silver"), str(tmp_path / gold.name)
 
     def whole(rows):
-        return gold.compute(gold.key_rows(spark.createDataFrame(rows, EVENTS), settings), settings)
+        return gold_rows(gold, spark.createDataFrame(rows, EVENTS), settings)
 
     for rows in (old, kept, batch):
         spark.createDataFrame(rows, EVENTS).coalesce(1).write.format("delta").mode("append").save(silver)

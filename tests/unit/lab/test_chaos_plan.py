@@ -4,6 +4,6 @@ from spark_apps.lab.chaos import DISK_FULL_STAGES
 from spark_apps.stream.faults import STAGES
 
 
-def test_a_full_disk_is_drawn_only_where_a_write_of_the_batch_is_still_to_come():
-    assert "before_checkpoint_commit" not in DISK_FULL_STAGES, "its commit row is written: the batch is published"
-    assert set(DISK_FULL_STAGES) == set(STAGES) - {"before_checkpoint_commit"}
+def test_a_full_disk_is_drawn_only_before_the_batch_commits_to_the_store():
+    assert set(DISK_FULL_STAGES) <= set(STAGES)
+    assert DISK_FULL_STAGES == ("after_parse",), "after the store's one commit the batch is published"

@@ -11,11 +11,11 @@ from spark_apps.ops.maintenance import (
 )
 
 
-def test_maintenance_covers_stream_tables_commit_log_snapshots_and_audit_tables():
+def test_maintenance_covers_the_stream_store_snapshots_and_audit_tables_and_no_view():
     tables = maintained_tables(PIPELINE)
-    assert {"bronze.events_raw", "silver.events", "gold.merchant_revenue", "audit.dead_letters",
-            "audit.stream_commits", "batch.events_raw", "batch.merchant_revenue", "audit.alerts",
+    assert {"stream.micro_batches", "batch.events_raw", "batch.merchant_revenue", "audit.alerts",
             "audit.reconciliation_ledger", "audit.serving_state"} <= set(tables)
+    assert not set(tables) & set(PIPELINE.stream_table_names()), "every stream table is a view of the store"
     assert len(tables) == len(set(tables))
 
 

@@ -7,6 +7,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.pipeline import (
+    MERCHANT_REVENUE,
+    ORDER_STATUS,
     SESSION_GAP_S,
     WINDOW_S,
     customer_key_rows,
@@ -32,6 +34,7 @@ from spark_apps.transforms.events import (
     winners,
     with_high_water,
 )
+from spark_apps.transforms.store import gold_rows
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, 0)
 CANDIDATE_SCHEMA = ("event_id string, event_time timestamp, amount long, topic string, partition int, "
@@ -185,7 +188,7 @@ def test_merchant_revenue_sums_payments_minus_refunds_per_window_and_currency(sp
         ("m1", "payment_captured", at(60), 300, "c2", "EUR"),
         ("m2", "order_placed", at(5), 100, "c3", "USD"),
     ], schema)
-    result = merchant_revenue(revenue_key_rows(events, settings), settings)
+    result = gold_rows(MERCHANT_REVENUE, events, settings)
     expected = spark.createDataFrame([
         ("m1", at(0), at(60), "EUR", 2, 500, 200, 300, 2),
         ("m1", at(60), at(120), "EUR", 0, 300, 0, 300, 1),
@@ -217,7 +220,7 @@ def test_order_status_joins_orders_payments_and_refunds_full_outer_with_one_stat
         marketplace_event("e8", "payment_captured", 4, "orphan-payment", amount=70),
         marketplace_event("e9", "order_refunded", 6, "orphan-refund", amount=30),
     ], MARKETPLACE_EVENT_SCHEMA)
-    result = order_status(order_key_rows(events, settings), settings)
+    result = gold_rows(ORDER_STATUS, events, settings)
     expected = spark.createDataFrame([
         ("placed", 100, at(1), 0, None, 0, None, "placed"),
         ("paid", 900, at(1), 900, at(3), 0, None, "paid"),

@@ -1,0 +1,138 @@
+"""What one micro-batch writes to the store, from its materialized rows (``stream.query``): pure DataFrame functions.
+
+The batch's records get their flags (late or on time, their id's winner or not), and each gold table its rows: a
+table that folds gets the partial rows of the batch's on-time winners alone; a table that does not, and any key a
+displaced winner left, get resets recomputed from every on-time winner of the key (which only those paths read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_apps.pipeline.declaration import GoldTable, Pipeline
+from spark_apps.pipeline.folds import BATCH
+from spark_apps.stream.query import RECORD_ROLE, RECORDS_OF_ID, ROLE, WINNER, WINNER_ROLE
+from spark_apps.transforms.events import at_position, future_flag, lateness_flag, with_high_water
+from spark_apps.transforms.parsing import REASON_COLUMN
+from spark_apps.transforms.store import (
+    DISPLACED,
+    KIND,
+    LATE,
+    RECORD,
+    candidate_columns,
+    empty_resets,
+    record_columns,
+    stored_gold_rows,
+)
+from spark_apps.transforms.store import (
+    WINNER as WINNER_FLAG,
+)
+
+if TYPE_CHECKING:
+    from spark_apps.core.settings import Settings
+    from spark_apps.io.key_sets import KeySet
+    from spark_apps.pipeline.lateness import LatenessRule
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A batch's counts, and the event ids whose winner it displaced (the same id earlier in the log)."""
+
+    valid: int
+    dead: int
+    future: int
+    displacing: tuple[str, ...]
+    marks: dict[int, int]
+
+
+def split(batch: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The batch's record rows and its winner rows (``stream.query``)."""
+    records = batch.where(F.col(ROLE) == RECORD_ROLE).drop(ROLE, WINNER, RECORDS_OF_ID)
+    winners = batch.where(F.col(ROLE) == WINNER_ROLE)
+    return records, winners
+
+
+def flagged(records: DataFrame, winners: DataFrame, pipeline: Pipeline, rule: LatenessRule,
+            carried: Mapping[int, int] | None) -> DataFrame:
+    """The batch's records in the store's record columns: late or on time by the pipeline's rule (under the
+    high-water-mark rule each carries its partition's mark, from ``carried``), and whether each is its id's winner
+    as of this batch. Dead letters get neither flag."""
+    schema = pipeline.schema
+    valid = F.col(REASON_COLUMN).isNull()
+    marked = with_high_water(records, schema.time_field, rule, carried)
+    position = winners.select(F.col(schema.id_field).alias("_id"), F.col(WINNER).alias("_position"))
+    joined = marked.join(F.broadcast(position), F.col(schema.id_field) == F.col("_id"), "left")
+    return (joined.withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, rule)))
+            .withColumn(WINNER_FLAG, F.when(valid, F.coalesce(at_position(F.col("_position")), F.lit(False))))
+            .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, rule)]))
+
+
+def tally(records: DataFrame, winners: DataFrame, pipeline: Pipeline, rule: LatenessRule,
+          settings: Settings) -> Tally:
+    """One query for what the batch must know before it writes: its counts, the ids whose earlier winner it
+    displaced (its own record wins, yet the log held records of the id before this batch), and under the
+    high-water-mark rule the marks it leaves for the next batch."""
+    from spark_apps.transforms.events import high_water_marks
+
+    schema = pipeline.schema
+    valid = F.col(REASON_COLUMN).isNull()
+    future = valid & future_flag(schema.time_field, settings.future_skew_s)
+    counts = records.agg(F.count(F.when(valid, True)).alias("valid"), F.count(F.when(~valid, True)).alias("dead"),
+                         F.count(F.when(future, True)).alias("future"))
+    per_id = (records.where(valid).groupBy(schema.id_field)
+              .agg(F.count("*").alias("_in_batch"), F.max(F.col(WINNER_FLAG).cast("int")).alias("_won"))
+              .join(winners.select(schema.id_field, RECORDS_OF_ID), schema.id_field))
+    displacing = (per_id.where((F.col("_won") == 1) & (F.col(RECORDS_OF_ID) > F.col("_in_batch")))
+                  .agg(F.sort_array(F.collect_list(schema.id_field)).alias("displacing")))
+    parts = counts.crossJoin(displacing)
+    if rule.uses_high_water_mark:
+        marks = high_water_marks(records.where(valid), schema.time_field, rule)
+        parts = parts.crossJoin(marks.agg(F.collect_list(F.struct("partition", "mark")).alias("marks")))
+    row = parts.first()
+    found = {int(m["partition"]): int(m["mark"]) for m in row["marks"]} if rule.uses_high_water_mark else {}
+    return Tally(row["valid"], row["dead"], row["future"], tuple(row["displacing"] or ()), found)
+
+
+def on_time_winners(records: DataFrame, pipeline: Pipeline, rule: LatenessRule) -> DataFrame:
+    """The batch's records that won their ids and are on time: what it adds to every gold table's input, in
+    ``silver.events``' columns."""
+    columns = [*candidate_columns(pipeline, rule), LATE]
+    return records.where(F.col(WINNER_FLAG) & ~F.col(LATE)).select(*[F.col(f"`{c}`") for c in columns])
+
+
+def record_rows(records: DataFrame, batch_id: int) -> DataFrame:
+    return records.withColumn(KIND, F.lit(RECORD)).withColumn(BATCH, F.lit(batch_id).cast("long"))
+
+
+def displaced_rows(winners_before: DataFrame, id_field: str, batch_id: int) -> DataFrame:
+    """One row per earlier winner the batch displaced: its id and coordinates."""
+    return winners_before.select(id_field, "partition", "offset", F.lit(DISPLACED).alias(KIND),
+                                 F.lit(batch_id).cast("long").alias(BATCH))
+
+
+def partial_rows(gold: GoldTable, added: DataFrame, settings: Settings, batch_id: int,
+                 reset_keys: DataFrame | None = None) -> DataFrame:
+    """A folding table's partial rows of the batch's on-time winners, except for the keys it resets."""
+    rows = gold.key_rows(added, settings)
+    if reset_keys is not None:
+        rows = rows.join(F.broadcast(reset_keys), list(gold.recompute_keys), "left_anti")
+    return stored_gold_rows(gold, gold.compute(rows, settings), batch_id, reset=False)
+
+
+def reset_rows(gold: GoldTable, affected: KeySet, inputs: DataFrame, settings: Settings, batch_id: int) -> DataFrame:
+    """The complete rows of the ``affected`` keys, from every on-time winner of them (``inputs``: the winners
+    before the batch that still win, and the batch's own), each a reset; a key left with no row gets an empty one.
+
+    Only the rows of the affected keys are read: each key column's range, and for a table of windows their time
+    range, bound the read, so Delta skips the files outside them (``io.key_sets``)."""
+    if gold.windows is not None:
+        inputs = affected.within_windows(inputs, gold.windows)
+    rows = gold.compute(affected.rows_of(gold.key_rows(inputs, settings)), settings)
+    left = affected.frame.join(rows.select(*gold.recompute_keys), list(gold.recompute_keys), "left_anti")
+    return stored_gold_rows(gold, rows, batch_id, reset=True).unionByName(
+        empty_resets(gold, left, batch_id), allowMissingColumns=True)

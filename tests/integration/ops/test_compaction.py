@@ -1,0 +1,103 @@
+"""Compaction of the stream's store against a real stream (real broker, real Spark): it never changes what a view
+returns, killed half way or not, and the stream goes on over it exactly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.core.waiting import poll
+from spark_apps.io import delta_log, stream_store
+from spark_apps.io.catalog import table_path
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.ops.compaction import COMPACTION, compact
+from spark_apps.transforms.store import KIND, gold_kind, gold_rows
+from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
+from tests.support.topics import delete_topics
+
+pytestmark = pytest.mark.integration
+TABLES = PIPELINE.tables()
+
+
+@pytest.fixture(scope="module")
+def streamed(kafka_broker, spark, settings, tmp_path_factory):
+    """The hard cases streamed in batches of at most 200 records, epochs of two batches: several finished epochs."""
+    topic = f"test.compaction.{uuid.uuid4().hex[:8]}"
+    local = fresh_stream_settings(settings, tmp_path_factory.mktemp("compaction"), topic, max_offsets=200) \
+        .with_overrides(compaction_epoch_batches=2)
+    produce_hard_cases(local, total=1200, seed=5)
+    run_stream(spark, local)
+    yield local
+    delete_topics(settings, [topic])
+
+
+def views(spark, settings) -> dict[str, object]:
+    """Every view of the store, read now and kept (a later read of the store sees later versions)."""
+    return {name: read_stream_table(spark, settings, name).localCheckpoint(eager=True)
+            for name in PIPELINE.stream_table_names()}
+
+
+def assert_same_views(spark, settings, before: dict[str, object]) -> None:
+    for name, rows in views(spark, settings).items():
+        assertDataFrameEqual(rows, before[name], checkRowOrder=False)
+
+
+def compactions_since(settings, version: int) -> list[dict]:
+    store = table_path(settings, TABLES.store)
+    return [c.meta[COMPACTION] for c in delta_log.commits(store) if c.version > version and COMPACTION in c.meta]
+
+
+def gold_rows_stored(spark, settings) -> dict[str, int]:
+    store = stream_store.relation(settings, PIPELINE)
+    return {r[KIND]: r["rows"] for r in spark.sql(f"SELECT {KIND}, count(*) AS rows FROM {store} "
+                                                   f"WHERE {KIND} LIKE 'gold.%' GROUP BY {KIND}").collect()}
+
+
+def test_compaction_killed_half_way_or_finished_leaves_every_view_as_it_was(spark, streamed):
+    local = streamed
+    before, stored_before = views(spark, local), gold_rows_stored(spark, local)
+    version = stream_store.latest_version(local, PIPELINE)
+    compacting = subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "compact"], cwd=PROJECT_ROOT,
+                                  env={**os.environ, **local.as_env()}, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+    try:
+        first = poll(lambda: compactions_since(local, version) or compacting.poll() is not None, timeout_s=300,
+                     every_s=0.02)
+        compacting.send_signal(signal.SIGKILL)
+    finally:
+        compacting.kill()
+        _, err = compacting.communicate(timeout=60)
+    assert first and compacting.returncode == -signal.SIGKILL, err[-2000:]
+    half = compactions_since(local, version)
+    assert 1 <= len(half) < len(PIPELINE.gold_tables), f"killed after the first table's commit: {half}"
+    assert_same_views(spark, local, before)
+
+    done = compact(spark, local, PIPELINE)
+    assert {c.table for c in done} | {TABLES.gold(c["table"]) for c in half} == \
+        {TABLES.gold(g.name) for g in PIPELINE.gold_tables}
+    assert_same_views(spark, local, before)
+    stored_after = gold_rows_stored(spark, local)
+    assert all(stored_after[gold_kind(g.name)] < stored_before[gold_kind(g.name)] for g in PIPELINE.gold_tables), \
+        (stored_before, stored_after)
+    newest = delta_log.latest_version(table_path(local, TABLES.store))
+    assert all(c["through_batch"] >= 0 and c["read_version"] >= version for c in compactions_since(local, version))
+    assert compact(spark, local, PIPELINE) == [], f"nothing more to fold until the stream adds an epoch ({newest})"
+
+
+def test_the_stream_goes_on_over_a_compacted_store_and_gold_stays_the_fold_of_every_event(spark, streamed):
+    local = streamed
+    compact(spark, local, PIPELINE)
+    produce_hard_cases(local, total=600, seed=6)
+    run_stream(spark, local)
+    assert compact(spark, local, PIPELINE), "the new batches finished epochs to fold"
+    on_time = read_stream_table(spark, local, TABLES.events).where("NOT is_late")
+    for gold in PIPELINE.gold_tables:
+        expected = gold_rows(gold, on_time, local)
+        assertDataFrameEqual(read_stream_table(spark, local, TABLES.gold(gold.name)), expected, checkRowOrder=False)
