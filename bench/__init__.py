@@ -1,1 +1,1 @@
-"""`make bench`: throughput, latency, recompute and MERGE cost of the platform next to this machine's limit."""
+"""`make bench`: throughput, latency, micro-batch cost and audit time of the platform next to this machine's limit."""

@@ -8,8 +8,10 @@ from pathlib import Path
 from bench import stats
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
-from spark_apps.io import lineage
+from spark_apps.io import delta_log, lineage
+from spark_apps.io.catalog import table_path
 from spark_apps.io.producer import produce
+from spark_apps.io.stream_store import read_view
 from spark_apps.io.topics import ensure_topic, partition_offsets
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest
@@ -101,23 +103,31 @@ class TimedStreamJob(StreamJob):
         super().__init__(*args, **kwargs)
         self.visible_at: dict[int, float] = {}
         self.jobs: dict[int, int] = {}
+        self.commits: dict[int, int] = {}
 
     def process_batch(self, batch_df, batch_id: int) -> None:
         context = batch_df.sparkSession.sparkContext
         group = f"kappa-bench-{self.app_id}-{batch_id}-{time.monotonic_ns()}"
         context.setJobGroup(group, f"bench micro-batch {batch_id}")
+        store = table_path(self.settings, self.tables.store)
+        before = delta_log.latest_version(store)
         try:
             super().process_batch(batch_df, batch_id)
             self.visible_at[batch_id] = time.time()
         finally:
             self.jobs[batch_id] = len(context.statusTracker().getJobIdsForGroup(group))
+            # The store's commits this batch made: a compaction committing meanwhile names no batch.
+            self.commits[batch_id] = sum(
+                1 for version in range(before + 1, delta_log.latest_version(store) + 1)
+                if delta_log.read_commit(store, version).meta.get("batch_id") == batch_id)
             context.setLocalProperty("spark.jobGroup.id", None)
             context.setLocalProperty("spark.job.description", None)
 
 
 def _per_batch(job: TimedStreamJob, batches) -> list[dict]:
     return [{"batch_id": b.batch_id, "records": b.records, "seconds": round(b.duration_s, 3),
-             "jobs": job.jobs.get(b.batch_id), "stages": {k: round(v, 3) for k, v in b.stage_seconds.items()}}
+             "jobs": job.jobs.get(b.batch_id), "commits": job.commits.get(b.batch_id),
+             "stages": {k: round(v, 3) for k, v in b.stage_seconds.items()}}
             for b in batches]
 
 
@@ -134,7 +144,8 @@ def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
             "batches": len(batches),
             "batch_duration_s": stats.percentiles([b.duration_s for b in batches]),
             "stage_seconds": stats.stage_totals(b.stage_seconds for b in batches),
-            "jobs_per_batch": stats.jobs_per_batch({b.batch_id: job.jobs[b.batch_id] for b in batches}),
+            "jobs_per_batch": stats.per_batch({b.batch_id: job.jobs[b.batch_id] for b in batches}),
+            "commits_per_batch": stats.per_batch({b.batch_id: job.commits[b.batch_id] for b in batches}),
             "per_batch": _per_batch(job, batches)}
 
 
@@ -159,7 +170,7 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
     timed = {b: t for b, t in job.visible_at.items() if b >= first_batch}
     ranges = {b: (lineage.batch_start_offsets(job.checkpoint, b, job.topic),
                   lineage.batch_end_offsets(job.checkpoint, b, job.topic)) for b in timed}
-    bronze = spark.read.format("delta").load(job.path(job.tables.bronze))
+    bronze = read_view(spark, settings, pipeline, job.tables.bronze)
     low = {p: min(r[0].get(p, 0) for r in ranges.values()) for p in {p for r in ranges.values() for p in r[1]}}
     rows = bronze.where(" OR ".join(f"(partition = {p} AND offset >= {o})" for p, o in low.items()) or "false") \
         .selectExpr("partition", "offset", "CAST(log_append_time AS DOUBLE) AS appended").collect()
@@ -254,15 +265,62 @@ def _audit_times(run, total: float) -> dict:
             "per_table_compare_s": {v.table.label: round(v.diff.seconds, 2) for v in run.verdicts}}
 
 
-def merge_costs(spark, settings: Settings, pipeline: Pipeline) -> dict:
-    """Per gold table, every MERGE's cost next to the table's size before it, from the Delta history."""
-    from spark_apps.io.catalog import table_path
+def compaction(spark, settings: Settings, pipeline: Pipeline) -> dict:
+    """One run of compaction over the store, as its DAG runs it: what it folded and how long it took."""
+    from spark_apps.ops.compaction import compact
 
-    result = {}
+    started = time.monotonic()
+    done = compact(spark, settings, pipeline)
+    return {"seconds": round(time.monotonic() - started, 2),
+            "tables": [{"table": c.table, "through_batch": c.through_batch, "rows_before": c.rows_before,
+                        "rows_after": c.rows_after, "seconds": round(c.seconds, 2)} for c in done]}
+
+
+READ_REPEATS = 5
+
+
+def _read_times(spark, settings: Settings, pipeline: Pipeline) -> dict:
+    """Per gold view: p50 seconds of a one-key query (the key of its first row) and of a full scan (every row
+    computed, none collected), over ``READ_REPEATS`` runs each."""
+    from pyspark.sql import functions as F
+
+    found = {}
     for gold in pipeline.gold_tables:
-        name = pipeline.tables("").gold(gold.name)
-        history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path(settings, name)}`") \
-            .select("version", "operation", "operationMetrics").collect()
-        points = stats.merge_cost_points(r.asDict() for r in history)
-        result[name] = {"merges": len(points), "flatness": stats.flatness(points), "points": points}
-    return result
+        name = pipeline.tables().gold(gold.name)
+        first = read_view(spark, settings, pipeline, name).select(*gold.primary_keys).first()
+        condition = None
+        for key in gold.primary_keys:
+            same = F.col(key) == F.lit(first[key])
+            condition = same if condition is None else condition & same
+        one, full = [], []
+        for _ in range(READ_REPEATS):
+            started = time.monotonic()
+            read_view(spark, settings, pipeline, name).where(condition).collect()
+            one.append(time.monotonic() - started)
+            started = time.monotonic()
+            read_view(spark, settings, pipeline, name).write.format("noop").mode("overwrite").save()
+            full.append(time.monotonic() - started)
+        found[name] = {"one_key_s": stats.percentiles(one, (50,))["p50"],
+                       "full_scan_s": stats.percentiles(full, (50,))["p50"]}
+    return found
+
+
+def serving_reads(spark, settings: Settings, pipeline: Pipeline) -> dict:
+    """Read cost of the gold views with the tail the stream appended since the last compaction, then just after
+    compacting it: the same queries, the same rows."""
+    from spark_apps.transforms.store import KIND
+
+    store = table_path(settings, pipeline.tables().store)
+    tail = {r[KIND]: r["rows"] for r in spark.sql(
+        f"SELECT {KIND}, count(*) AS rows FROM delta.`{store}` WHERE {KIND} LIKE 'gold.%' AND NOT _reset "
+        f"GROUP BY {KIND}").collect()}
+    uncompacted = _read_times(spark, settings, pipeline)
+    compacted_by = compaction(spark, settings, pipeline)
+    compacted = _read_times(spark, settings, pipeline)
+    ratios = [uncompacted[t]["full_scan_s"] / compacted[t]["full_scan_s"] for t in compacted
+              if compacted[t]["full_scan_s"]]
+    return {"tail_partial_rows": tail, "uncompacted": uncompacted, "compaction": compacted_by,
+            "compacted": compacted,
+            "one_key_max_s": max(max(v["one_key_s"] for v in uncompacted.values()),
+                                 max(v["one_key_s"] for v in compacted.values())),
+            "full_scan_ratio_max": round(max(ratios, default=0), 2)}

@@ -39,11 +39,15 @@ def _latency_over_time(doc: dict) -> str:
 
 
 def _jobs(doc: dict) -> str:
-    jobs = doc.get("jobs_per_batch") or {}
+    jobs, commits = doc.get("jobs_per_batch") or {}, doc.get("commits_per_batch") or {}
     if not jobs.get("batches"):
         return "<p>not measured in this run</p>"
-    return (f"<p>{jobs['total']:,} Spark jobs over {jobs['batches']} catch-up micro-batches: "
-            f"mean {_n(jobs['mean'], 1)}, p50 {_n(jobs['p50'])}, max {_n(jobs['max'])} a batch.</p>")
+    text = (f"<p>{jobs['total']:,} Spark jobs over {jobs['batches']} catch-up micro-batches: "
+            f"mean {_n(jobs['mean'], 1)}, p50 {_n(jobs['p50'])}, max {_n(jobs['max'])} a batch.")
+    if commits.get("batches"):
+        text += (f" Delta commits: mean {_n(commits['mean'], 1)}, p50 {_n(commits['p50'])}, "
+                 f"max {_n(commits['max'])} a batch.")
+    return text + "</p>"
 
 
 def _batch_cost(doc: dict) -> str:
@@ -88,16 +92,21 @@ def _batches(doc: dict) -> str:
     return scatter({"micro-batch": [(b["batch_id"], b["seconds"]) for b in batches]}, "batch id", "seconds")
 
 
-def _merge(doc: dict) -> str:
-    series = {table: [(p["rows_before"], p["execution_ms"] / 1000) for p in found["points"]]
-              for table, found in doc.get("merge_cost", {}).items()}
-    flat = ", ".join(f'{escape(t)} {_n(f["flatness"], 2)}' for t, f in doc.get("merge_cost", {}).items())
-    return (scatter(series, "table rows before the MERGE", "MERGE seconds")
-            + f"<p>Cost of the last third of MERGEs over the first third (1.0 = flat): {flat or '-'}</p>")
-
-
 def _machine(doc: dict) -> str:
     return "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in doc.get("machine", {}).items())
+
+
+def _serving_reads(doc: dict) -> str:
+    reads = doc.get("serving_reads") or {}
+    if not reads.get("compacted"):
+        return "<p>not measured in this run</p>"
+    rows = "".join(f"<tr><td>{escape(table)}</td><td>{_n(reads['uncompacted'][table]['one_key_s'], 3)}</td>"
+                   f"<td>{_n(reads['compacted'][table]['one_key_s'], 3)}</td>"
+                   f"<td>{_n(reads['uncompacted'][table]['full_scan_s'], 3)}</td>"
+                   f"<td>{_n(reads['compacted'][table]['full_scan_s'], 3)}</td></tr>" for table in reads["compacted"])
+    return ("<table><tr><th>view</th><th>one key, tail (s)</th><th>one key, compacted (s)</th>"
+            "<th>full scan, tail (s)</th><th>full scan, compacted (s)</th></tr>" + rows + "</table>"
+            f"<p>Tail partial rows before compaction: {escape(reads.get('tail_partial_rows'))}.</p>")
 
 
 def render(doc: dict) -> str:
@@ -115,6 +124,6 @@ start {escape(doc.get("machine", {}).get("load_at_start"))}, at end {escape(doc.
 <h2>Micro-batch cost against table size</h2>{_batch_cost(doc)}
 <h2>End to end latency, log append to visible in gold</h2>{_latency(doc)}
 <h2>Latency over the latency runs (per 5 s of log append time)</h2>{_latency_over_time(doc)}
+<h2>Serving reads, tail uncompacted and compacted (p50)</h2>{_serving_reads(doc)}
 <h2>Batch recompute and reconciliation</h2>{_recompute(doc)}<ul>{growth}</ul>
-<h2>Gold MERGE cost as the table grows</h2>{_merge(doc)}
 <h2>Machine</h2><table>{_machine(doc)}</table>""")

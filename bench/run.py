@@ -1,6 +1,7 @@
 """`make bench`: on one broker and one Spark session of its own, the same records through the Python producer,
 a raw Kafka read, the plain append that is this machine's limit and the platform's stream; then latency at fixed
-rates, recompute + reconciliation per size and MERGE cost; ``bench/results/bench.json`` and ``bench.html``."""
+rates, recompute + reconciliation per size, and micro-batch cost against table size; ``bench/results/bench.json``
+and ``bench.html``."""
 
 from __future__ import annotations
 
@@ -73,16 +74,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def batch_summaries(doc: dict) -> dict:
-    """``jobs_per_batch`` over the platform's catch-up batches of every size, and ``batch_cost_growth`` over the
-    micro-batches of one size run over small and over large tables (``same_size_batches``). ``every_batch`` places
-    the catch-up and latency micro-batches at the table size each ran over, in the order they ran (all of them
-    append to the same tables, so a batch's table size is the records of the batches before it). It is for the
-    chart only: those batches hold different numbers of records, so their seconds do not compare across sizes."""
+    """``jobs_per_batch`` and ``commits_per_batch`` over the platform's catch-up batches of every size, and
+    ``batch_cost_growth`` over the micro-batches of one size run over small and over large tables
+    (``same_size_batches``). ``every_batch`` places the catch-up and latency micro-batches at the table size each
+    ran over, in the order they ran (all of them append to the same tables, so a batch's table size is the records
+    of the batches before it). It is for the chart only: those batches hold different numbers of records, so their
+    seconds do not compare across sizes."""
     catch_up = [b for size in doc.get("sizes", []) for b in (size.get("stream") or {}).get("per_batch", [])]
     every = catch_up + [b for run in doc.get("latency", []) for b in run.get("per_batch", [])]
     same_size = doc.get("same_size_batches") or []
-    return {"jobs_per_batch": stats.jobs_per_batch({i: b["jobs"] for i, b in enumerate(catch_up)
-                                                    if b.get("jobs") is not None}),
+    return {"jobs_per_batch": stats.per_batch({i: b["jobs"] for i, b in enumerate(catch_up)
+                                               if b.get("jobs") is not None}),
+            "commits_per_batch": stats.per_batch({i: b["commits"] for i, b in enumerate(catch_up)
+                                                  if b.get("commits") is not None}),
             "batch_cost_growth": {**stats.batch_cost_growth(same_size), "points": same_size,
                                   "every_batch": stats.table_size_points(every)}}
 
@@ -170,18 +174,22 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         doc["incremental_growth"] = stats.growth({e["log_events"]: e["seconds"] for e in extended})
         doc["audit"] = stats.audit_figures(doc["sizes"])
         run.save()
+    run.begin("compaction of the store, as its DAG runs it before the latency runs")
+    doc["compaction"] = measures.compaction(spark, settings, pipeline)
+    run.save()
     doc["latency"] = []
     for index, rate in enumerate(args.rates):
         run.begin(f"end-to-end latency at {rate:,} events/s for {args.latency_seconds}s, continuous trigger")
         doc["latency"].append(measures.end_to_end_latency(spark, settings, pipeline, rate, args.latency_seconds,
                                                           seed=101 + index, clock=clock))
         run.save()
+    run.begin("serving reads with the latency runs' tail uncompacted, then compacted")
+    doc["serving_reads"] = measures.serving_reads(spark, settings, pipeline)
+    run.save()
     run.begin(f"micro-batches of {measures.SAME_SIZE_BATCH_RECORDS:,} records over the run's tables and over "
               f"tables of {measures.SMALL_TABLE_EVENTS:,} rows")
     doc["same_size_batches"] = measures.batch_cost_by_table_size(spark, settings, pipeline, clock)
     run.save()
-    run.begin("gold MERGE cost against table size, from the Delta history")
-    doc["merge_cost"] = measures.merge_costs(spark, settings, pipeline)
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
     run.save()
 
@@ -200,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
                         spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
-    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 2)
+    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 3)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     catalog = CatalogServer(settings, stop_with_parent=True)
     try:

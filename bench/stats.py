@@ -1,4 +1,4 @@
-"""Pure arithmetic over what the benchmark measured: percentiles, per-record latency, MERGE cost, growth, Spark
+"""Pure arithmetic over what the benchmark measured: percentiles, per-record latency, growth, Spark
 jobs per micro-batch and micro-batch cost against table size."""
 
 from __future__ import annotations
@@ -57,43 +57,6 @@ def record_latencies(records: Iterable[tuple[int, int, float]], batch_ranges: Ma
     return latencies
 
 
-def merge_cost_points(history: Iterable[Mapping]) -> list[dict]:
-    """One point per MERGE commit of a table: its size before the MERGE and what the MERGE cost.
-
-    ``history`` holds ``DESCRIBE HISTORY`` rows (``version``, ``operation``, ``operationMetrics``) in any order.
-    Rows before a MERGE are the running sum of rows written minus rows deleted by every earlier commit.
-    """
-    rows = 0
-    points = []
-    for entry in sorted(history, key=lambda e: e["version"]):
-        metrics = {k: int(v) for k, v in (entry.get("operationMetrics") or {}).items() if str(v).isdigit()}
-        if entry["operation"] == "MERGE":
-            points.append({
-                "version": entry["version"], "rows_before": rows,
-                "execution_ms": metrics.get("executionTimeMs", 0), "scan_ms": metrics.get("scanTimeMs", 0),
-                "rewrite_ms": metrics.get("rewriteTimeMs", 0),
-                "files_removed": metrics.get("numTargetFilesRemoved", 0),
-                "rows_copied": metrics.get("numTargetRowsCopied", 0),
-                "rows_changed": sum(metrics.get(k, 0) for k in (
-                    "numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")),
-            })
-            rows += metrics.get("numTargetRowsInserted", 0) - metrics.get("numTargetRowsDeleted", 0)
-        elif entry["operation"] in ("WRITE", "STREAMING UPDATE"):
-            rows += metrics.get("numOutputRows", 0)
-    return points
-
-
-def flatness(points: Sequence[Mapping], field: str = "execution_ms") -> float | None:
-    """Mean cost of the last third of the MERGEs over the first third: about 1 when the cost stays flat as the
-    table grows, about the growth factor of the table when every MERGE scans all of it."""
-    third = len(points) // 3
-    if third == 0:
-        return None
-    first = sum(p[field] for p in points[:third]) / third
-    last = sum(p[field] for p in points[-third:]) / third
-    return round(last / first, 2) if first else None
-
-
 def growth(seconds_by_size: Mapping[int, float]) -> list[dict]:
     """How time grows between consecutive sizes; ``exponent`` 1.0 is linear (time ~ size ** exponent)."""
     sizes = sorted(seconds_by_size)
@@ -150,9 +113,10 @@ def latency_timeline(points: Iterable[tuple[float, float]], bucket_s: float = 5.
              "max": round(max(values), 3)} for index, values in sorted(buckets.items())]
 
 
-def jobs_per_batch(jobs_by_batch: Mapping[int, int]) -> dict:
-    """Spark jobs a micro-batch started: the total over the batches, the mean and the nearest-rank p50 and max."""
-    counts = list(jobs_by_batch.values())
+def per_batch(counts_by_batch: Mapping[int, int]) -> dict:
+    """A count per micro-batch (Spark jobs it started, Delta commits it made): the total over the batches, the mean
+    and the nearest-rank p50 and max."""
+    counts = list(counts_by_batch.values())
     if not counts:
         return {"batches": 0, "total": 0, "mean": None, "p50": None, "max": None}
     return {"batches": len(counts), "total": sum(counts), "mean": round(sum(counts) / len(counts), 1),

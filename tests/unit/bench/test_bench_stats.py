@@ -27,30 +27,6 @@ def test_records_of_untimed_batches_have_no_latency():
     assert stats.record_latencies([(0, 3, 1.0), (0, 15, 2.0)], ranges, {2: 4.0}) == [(2.0, 2.0)]
 
 
-def test_merge_points_track_table_size_from_every_earlier_commit():
-    history = [
-        {"version": 2, "operation": "MERGE", "operationMetrics": {
-            "executionTimeMs": "900", "numTargetRowsInserted": "30", "numTargetRowsDeleted": "5",
-            "numTargetRowsUpdated": "2", "numTargetRowsCopied": "40", "numTargetFilesRemoved": "1"}},
-        {"version": 0, "operation": "CREATE TABLE", "operationMetrics": {}},
-        {"version": 1, "operation": "MERGE", "operationMetrics": {"executionTimeMs": "800",
-                                                                  "numTargetRowsInserted": "100"}},
-        {"version": 3, "operation": "OPTIMIZE", "operationMetrics": {"numRemovedFiles": "4"}},
-        {"version": 4, "operation": "MERGE", "operationMetrics": {"executionTimeMs": "1000"}},
-    ]
-    points = stats.merge_cost_points(history)
-    assert [(p["version"], p["rows_before"]) for p in points] == [(1, 0), (2, 100), (4, 125)]
-    assert points[1]["rows_changed"] == 37 and points[1]["rows_copied"] == 40 and points[1]["files_removed"] == 1
-
-
-def test_flatness_compares_the_last_third_of_merges_with_the_first():
-    flat = [{"execution_ms": 100} for _ in range(9)]
-    growing = [{"execution_ms": 100 * (i + 1)} for i in range(9)]
-    assert stats.flatness(flat) == 1.0
-    assert stats.flatness(growing) == 4.0
-    assert stats.flatness(flat[:2]) is None
-
-
 def test_growth_exponent_is_one_for_linear_time_and_two_for_quadratic():
     assert stats.growth({1_000: 10.0, 10_000: 100.0})[0]["exponent"] == 1.0
     assert stats.growth({1_000: 10.0, 10_000: 1000.0})[0]["exponent"] == 2.0
@@ -70,10 +46,10 @@ def test_latency_timeline_buckets_records_by_append_time_since_the_first():
     assert stats.latency_timeline([]) == []
 
 
-def test_jobs_per_batch_gives_the_total_mean_median_and_max_of_the_batches_counts():
-    assert stats.jobs_per_batch({3: 40, 4: 50, 5: 45, 6: 61}) == {"batches": 4, "total": 196, "mean": 49.0,
+def test_per_batch_gives_the_total_mean_median_and_max_of_the_batches_counts():
+    assert stats.per_batch({3: 40, 4: 50, 5: 45, 6: 61}) == {"batches": 4, "total": 196, "mean": 49.0,
                                                                  "p50": 45, "max": 61}
-    assert stats.jobs_per_batch({}) == {"batches": 0, "total": 0, "mean": None, "p50": None, "max": None}
+    assert stats.per_batch({}) == {"batches": 0, "total": 0, "mean": None, "p50": None, "max": None}
 
 
 def test_a_batchs_table_size_is_the_records_of_every_batch_before_it():
@@ -137,7 +113,7 @@ def test_page_shows_the_ratio_to_the_limit_and_each_latency_percentile():
                                                              "stage_seconds": {"parse": 2.0}},
            "platform_to_limit": 0.25,
            "latency": [{"target_rate": 1000, "latency_s": {"p50": 2.5, "p95": 4.0, "p99": 6.25}}],
-           "sizes": [], "merge_cost": {}}
+           "sizes": []}
     page = render(doc)
     assert "<b>25%</b>" in page and "1,000/s p99" in page and "6.25 s" in page and "40,000 records/s" in page
 
@@ -151,10 +127,14 @@ def test_bad_arguments_are_refused_with_a_usage_error(argv, capsys):
 
 
 def test_page_charts_latency_over_time_and_batch_cost_against_table_size():
-    doc = {"measured_at": "now", "sizes": [], "merge_cost": {},
+    doc = {"measured_at": "now", "sizes": [],
            "latency": [{"target_rate": 1000, "latency_s": {"p50": 2.5}, "timeline": [
                {"t_s": 0.0, "records": 5, "p50": 2.0, "max": 3.0}]}],
            "jobs_per_batch": {"batches": 2, "total": 180, "mean": 90.0, "p50": 88, "max": 92},
+           "commits_per_batch": {"batches": 2, "total": 2, "mean": 1.0, "p50": 1, "max": 1},
+           "serving_reads": {"tail_partial_rows": {"gold.x": 40}, "uncompacted": {"gold.x": {
+               "one_key_s": 0.25, "full_scan_s": 0.5}}, "compacted": {"gold.x": {"one_key_s": 0.125,
+                                                                           "full_scan_s": 0.375}}},
            "batch_cost_growth": {"small_max_rows": 100_000, "large_min_rows": 1_000_000, "ratio": 1.5,
                                  "small": {"batches": 3, "p50_s": 10.0, "records_p50": 2_000},
                                  "large": {"batches": 3, "p50_s": 15.0, "records_p50": 2_000},
@@ -164,6 +144,8 @@ def test_page_charts_latency_over_time_and_batch_cost_against_table_size():
     assert "1,000/s p50" in page and "table rows before the batch" in page
     assert "every micro-batch of the run" in page and "micro-batches of one size" in page
     assert "180 Spark jobs over 2" in page and "Micro-batches of 2,000 records" in page and "ratio 1.50" in page
+    assert "Delta commits: mean 1.0, p50 1, max 1 a batch" in page
+    assert "<td>gold.x</td><td>0.250</td><td>0.125</td><td>0.500</td><td>0.375</td>" in page
 
 
 def test_the_audit_figures_are_the_full_and_incremental_audits_of_the_largest_log():
