@@ -18,8 +18,9 @@ Scenarios:
   table commits and between the last Delta commit and Spark's commit log (``before_checkpoint_commit``);
 - ``broker_restart``: the broker stopped and started while the producer sends and the stream reads;
 - ``zombie_writer``: a second instance on the same checkpoint while the first writes; it must be fenced out;
-- ``concurrent_optimize``: ``kappa maintain`` (OPTIMIZE of every table) rounds while the stream MERGEs; both sides
-  retry a conflicting commit a bounded number of times (logged), and neither may fail;
+- ``concurrent_optimize``: ``kappa maintain`` rounds (compaction of the store in epochs of one batch, OPTIMIZE of
+  every table) while the stream appends; both sides retry a conflicting commit a bounded number of times
+  (logged), and neither may fail;
 - ``disk_full``: a warehouse write fails with ENOSPC inside a micro-batch (injected, see ``faults``): the job must
   fail with that one line, the batch must stay unpublished (not in ``audit.stream_commits`` nor Spark's commit log,
   which is where readers align), and the stream must be exact once space returns;
@@ -523,13 +524,16 @@ def zombie_writer(lab: Lab, plan: ChaosPlan) -> None:
 def concurrent_optimize(lab: Lab, plan: ChaosPlan) -> None:
     from spark_apps.ops.maintenance import maintain
 
+    # Epochs of one batch: every round's compaction then replaces the partitions of batches the stream finished
+    # while it appends the next ones, the race this scenario is for.
+    lab.settings = lab.settings.with_overrides(compaction_epoch_batches=1)
     lab.produce(plan.events // 3)
     feeder = Feeder(lab, plan.events - plan.events // 3, FEED_RATE).start()
     process = lab.launch("--continuous")
     process.wait_started()
     conflicts = _Counter("conflicted with a concurrent commit")
     logging.getLogger("spark_apps.io.delta_writes").addHandler(conflicts)
-    rounds = compactions = 0
+    rounds = compactions = folded = 0
     try:
         while feeder.running() or rounds < 2 or not lab.caught_up():
             if not process.alive():
@@ -540,11 +544,13 @@ def concurrent_optimize(lab: Lab, plan: ChaosPlan) -> None:
                 raise ScenarioFailed(f"OPTIMIZE failed next to the stream: {'; '.join(failed)}")
             rounds += 1
             compactions += sum(t.files_after < t.files_before for t in report.tables)
+            folded += len(report.compactions)
     finally:
         logging.getLogger("spark_apps.io.delta_writes").removeHandler(conflicts)
     feeder.finish()
     stop_when_caught_up(lab, process)
-    lab.note(f"{rounds} OPTIMIZE rounds next to the stream compacted a table {compactions} times; conflicts "
+    lab.note(f"{rounds} rounds next to the stream folded a gold table {folded} times and OPTIMIZE compacted a "
+             f"table {compactions} times; conflicts "
              f"retried: {conflicts.count} by maintenance, "
              f"{process.log_count('conflicted with a concurrent commit')} by the stream")
 
