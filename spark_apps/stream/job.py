@@ -202,7 +202,7 @@ class StreamJob:
                 self.high_water = self._marks_before(spark, start)
             rows = micro_batch.flagged(parsed, winners, self.pipeline, self.lateness, self.high_water)
             with timed(timings, "tally"):
-                tally = micro_batch.tally(rows, winners, self.pipeline, self.lateness, self.settings)
+                tally = micro_batch.tally(batch, start, self.pipeline, self.lateness, self.settings)
             with timed(timings, "gold"):
                 parts = [micro_batch.record_rows(rows, batch_id),
                          *self._gold_parts(spark, rows, tally, batch_id, records <= SMALL_BATCH_RECORDS)]

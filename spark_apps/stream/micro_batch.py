@@ -72,30 +72,37 @@ def flagged(records: DataFrame, winners: DataFrame, pipeline: Pipeline, rule: La
             .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, rule)]))
 
 
-def tally(records: DataFrame, winners: DataFrame, pipeline: Pipeline, rule: LatenessRule,
+def tally(batch: DataFrame, start: Mapping[int, int], pipeline: Pipeline, rule: LatenessRule,
           settings: Settings) -> Tally:
-    """One query for what the batch must know before it writes: its counts, the ids whose earlier winner it
-    displaced (its own record wins, yet the log held records of the id before this batch), and under the
-    high-water-mark rule the marks it leaves for the next batch."""
+    """One query over the batch's two roles (``stream.query``) for what it must know before it writes: its counts,
+    and the ids whose earlier winner it displaced. An id's winner is in this batch when the winner's offset is at or
+    after the batch's start in its partition (``start``: partition -> first offset; a partition it lacks starts
+    here); the batch displaced an earlier winner when, besides, the log held more valid records of the id than the
+    batch. Rows of one id sit in one partition of the batch, so the grouping needs no exchange. Under the
+    high-water-mark rule a second query finds the marks the batch leaves for the next one."""
     from spark_apps.transforms.events import high_water_marks
 
     schema = pipeline.schema
-    valid = F.col(REASON_COLUMN).isNull()
+    record = F.col(ROLE) == RECORD_ROLE
+    valid = record & F.col(REASON_COLUMN).isNull()
     future = valid & future_flag(schema.time_field, settings.future_skew_s)
-    counts = records.agg(F.count(F.when(valid, True)).alias("valid"), F.count(F.when(~valid, True)).alias("dead"),
-                         F.count(F.when(future, True)).alias("future"))
-    per_id = (records.where(valid).groupBy(schema.id_field)
-              .agg(F.count("*").alias("_in_batch"), F.max(F.col(WINNER_FLAG).cast("int")).alias("_won"))
-              .join(winners.select(schema.id_field, RECORDS_OF_ID), schema.id_field))
-    displacing = (per_id.where((F.col("_won") == 1) & (F.col(RECORDS_OF_ID) > F.col("_in_batch")))
-                  .agg(F.sort_array(F.collect_list(schema.id_field)).alias("displacing")))
-    parts = counts.crossJoin(displacing)
+    first = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)]) if start else None
+    here = F.lit(True) if first is None else (
+        F.col(WINNER).getField("offset") >= F.coalesce(F.try_element_at(first, F.col(WINNER).getField("partition")),
+                                                       F.lit(-1)))
+    per_id = batch.groupBy(schema.id_field).agg(
+        F.count(F.when(valid, True)).alias("_valid"), F.count(F.when(record & ~valid, True)).alias("_dead"),
+        F.count(F.when(future, True)).alias("_future"),
+        F.max(F.when((F.col(ROLE) == WINNER_ROLE) & here, F.col(RECORDS_OF_ID))).alias("_won_of"))
+    row = per_id.agg(*[F.coalesce(F.sum(f"_{name}"), F.lit(0)).alias(name) for name in ("valid", "dead", "future")],
+                     F.sort_array(F.collect_list(F.when(F.col("_won_of") > F.col("_valid"), F.col(schema.id_field))))
+                     .alias("displacing")).first()
+    marks = {}
     if rule.uses_high_water_mark:
-        marks = high_water_marks(records.where(valid), schema.time_field, rule)
-        parts = parts.crossJoin(marks.agg(F.collect_list(F.struct("partition", "mark")).alias("marks")))
-    row = parts.first()
-    found = {int(m["partition"]): int(m["mark"]) for m in row["marks"]} if rule.uses_high_water_mark else {}
-    return Tally(row["valid"], row["dead"], row["future"], tuple(row["displacing"] or ()), found)
+        records = batch.where(valid)
+        marks = {int(r["partition"]): int(r["mark"])
+                 for r in high_water_marks(records, schema.time_field, rule).collect()}
+    return Tally(int(row["valid"]), int(row["dead"]), int(row["future"]), tuple(row["displacing"] or ()), marks)
 
 
 def on_time_winners(records: DataFrame, pipeline: Pipeline, rule: LatenessRule) -> DataFrame:
