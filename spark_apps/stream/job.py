@@ -45,6 +45,7 @@ from spark_apps.io.parallel_writes import cloned_session
 from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
+from spark_apps.pipeline.folds import q
 from spark_apps.stream import micro_batch
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.failures import failure_summary
@@ -200,7 +201,11 @@ class StreamJob:
             parsed, winners = micro_batch.split(batch)
             if self.lateness.uses_high_water_mark and self.high_water is None:
                 self.high_water = self._marks_before(spark, start)
-            rows = micro_batch.flagged(parsed, winners, self.pipeline, self.lateness, self.high_water)
+            with timed(timings, "flags"):
+                # Materialized once: the records and every gold table's rows read them, and each would otherwise
+                # join the winners again (a broadcast job each) and plan that join into its own query.
+                rows = micro_batch.flagged(parsed, winners, self.pipeline, self.lateness, self.high_water) \
+                    .localCheckpoint(eager=True)
             with timed(timings, "tally"):
                 tally = micro_batch.tally(batch, start, self.pipeline, self.lateness, self.settings)
             with timed(timings, "gold"):
@@ -280,14 +285,18 @@ class StreamJob:
 
     def _append(self, parts: list, batch_id: int, small: bool) -> None:
         """Append every part of the batch to the store in one commit, in the store's columns, in its epoch."""
-        from pyspark.sql import functions as F
-
-        schema = self._store_schema()
         union = parts[0]
         for part in parts[1:]:
             union = union.unionByName(part, allowMissingColumns=True)
-        union = union.withColumn(EPOCH, F.lit(batch_id // self.settings.compaction_epoch_batches))
-        rows = union.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
+        epoch = batch_id // self.settings.compaction_epoch_batches
+        # One SQL projection, so building it is one call into Spark whatever the store's columns; a column the
+        # union types otherwise (a kind's column the others lack is null) is cast to the store's type.
+        typed = {f.name: f.dataType for f in union.schema.fields}
+        rows = union.selectExpr(*[
+            f"CAST({int(epoch)} AS {f.dataType.simpleString()}) AS {q(f.name)}" if f.name == EPOCH
+            else q(f.name) if typed.get(f.name) == f.dataType
+            else f"CAST({q(f.name)} AS {f.dataType.simpleString()}) AS {q(f.name)}"
+            for f in self._store_schema().fields])
         if small:
             rows = rows.coalesce(1)
         # An append reads nothing it could conflict on but the records a reset read back, which an OPTIMIZE of the

@@ -160,17 +160,21 @@ def view_name(tables: TableNames, name: str) -> str:
 
 def stored_gold_rows(gold: GoldTable, rows: DataFrame, batch_id: int, reset: bool) -> DataFrame:
     """Rows of ``gold`` (its stored columns) as the store holds them: prefixed, of its kind, with the batch and
-    whether they reset their keys."""
-    return rows.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in rows.columns],
-                       F.lit(gold_kind(gold.name)).alias(KIND), F.lit(batch_id).cast("long").alias(BATCH),
-                       F.lit(reset).alias(RESET), F.lit(False).alias(EMPTY))
+    whether they reset their keys. One SQL projection, so building it is one call into Spark whatever the columns
+    (the stream builds it in every micro-batch)."""
+    return rows.selectExpr(*[f"{q(c)} AS {q(gold_column(gold.name, c))}" for c in rows.columns],
+                           *_gold_flags(gold, batch_id, reset, empty=False))
 
 
 def empty_resets(gold: GoldTable, keys: DataFrame, batch_id: int) -> DataFrame:
     """One empty reset row per recompute key of ``keys``: the key has no rows any more."""
-    return keys.select(*[F.col(q(k)).alias(gold_column(gold.name, k)) for k in gold.recompute_keys],
-                       F.lit(gold_kind(gold.name)).alias(KIND), F.lit(batch_id).cast("long").alias(BATCH),
-                       F.lit(True).alias(RESET), F.lit(True).alias(EMPTY))
+    return keys.selectExpr(*[f"{q(k)} AS {q(gold_column(gold.name, k))}" for k in gold.recompute_keys],
+                           *_gold_flags(gold, batch_id, reset=True, empty=True))
+
+
+def _gold_flags(gold: GoldTable, batch_id: int, reset: bool, empty: bool) -> list[str]:
+    return [f"'{gold_kind(gold.name)}' AS {q(KIND)}", f"CAST({int(batch_id)} AS BIGINT) AS {q(BATCH)}",
+            f"{str(reset).lower()} AS {q(RESET)}", f"{str(empty).lower()} AS {q(EMPTY)}"]
 
 
 def gold_rows(gold: GoldTable, on_time_events: DataFrame, settings: Settings) -> DataFrame:
