@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 STREAM_SESSION_CONF = {"spark.sql.adaptive.enabled": "false",
                        "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
                        "spark.sql.maxConcurrentOutputFileWriters": "8"}
+# A Kafka consumer sends its next fetch as it returns records, and the broker holds a fetch that finds no new record
+# for up to this long (500 ms by default). The next batch's read on that consumer waits for the held fetch first:
+# 500-600 ms of a micro-batch's read in about one batch in five, measured on 2,000-record batches.
+FETCH_MAX_WAIT_MS = 25
 # A batch of at most this many records runs its own queries (not the state's) with one shuffle partition: each
 # partition of a shuffle is a task, and on two cores four tasks over two thousand rows only wait for each other.
 SMALL_BATCH_RECORDS = KEYS_IN_DRIVER_MAX_RECORDS
@@ -385,7 +389,8 @@ class StreamJob:
                   .option("subscribe", self.topic)
                   .option("startingOffsets", "earliest")
                   .option("failOnDataLoss", "true")
-                  .option("maxOffsetsPerTrigger", str(self.settings.max_offsets_per_trigger)))
+                  .option("maxOffsetsPerTrigger", str(self.settings.max_offsets_per_trigger))
+                  .option("kafka.fetch.max.wait.ms", str(FETCH_MAX_WAIT_MS)))
         rows = micro_batch_rows(reader.load(), self.pipeline.schema, self.settings.spark_shuffle_partitions)
         writer = (rows.writeStream
                   .queryName(f"kappa-{self.pipeline.name}")
