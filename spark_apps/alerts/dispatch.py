@@ -10,13 +10,12 @@ callbacks, the supervisor) leave their alerts in the outbox for the next Spark c
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from spark_apps.alerts.sinks import Delivery, deliver
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
+from spark_apps.io.fencing import file_lock
 
 log = logging.getLogger(__name__)
 ALERTS_TABLE = "audit.alerts"
@@ -201,12 +201,9 @@ def _keep(outbox: Path, line: str, alert_id: str) -> bool:
         return False
 
 
-@contextmanager
-def _outbox_lock(outbox: Path) -> Iterator[None]:
+def _outbox_lock(outbox: Path) -> AbstractContextManager[bool]:
     """Appends and the drain's rename exclude each other, so no line lands in a file already being drained."""
-    with open(outbox.with_name(outbox.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    return file_lock(outbox.with_name(outbox.name + ".lock"))
 
 
 def _take_outbox(outbox: Path) -> list[Path]:

@@ -17,6 +17,8 @@ import datetime as dt
 import fcntl
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -71,3 +73,20 @@ class CheckpointFence:
         fcntl.flock(self._file, fcntl.LOCK_UN)
         self._file.close()
         self._file = None
+
+
+@contextmanager
+def file_lock(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on ``path`` for the block (created with its folder if missing). Without ``wait``,
+    yields False at once when another process holds it. The kernel drops it with its process, as the fence."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

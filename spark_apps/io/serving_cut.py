@@ -24,15 +24,14 @@ serializes them; a dbt run holds it, so dbt reads one cut from start to finish w
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import repr_sql, sql_escaped, table_path
+from spark_apps.io.fencing import file_lock
 from spark_apps.pipeline.declaration import Pipeline
 
 log = logging.getLogger(__name__)
@@ -231,21 +230,9 @@ def _property_keys(properties) -> list[str]:
     return keys
 
 
-@contextmanager
-def locked(settings: Settings, pipeline: str, wait: bool = True) -> Iterator[bool]:
+def locked(settings: Settings, pipeline: str, wait: bool = True) -> AbstractContextManager[bool]:
     """Hold the pipeline's serving lock; without ``wait``, yields False at once when another process holds it."""
-    path = settings.run_dir / f"serving-{pipeline}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return file_lock(settings.run_dir / f"serving-{pipeline}.lock", wait)
 
 
 def follow_stream(spark, settings: Settings, pipeline: Pipeline, generation: str, app_id: str, batch_id: int,

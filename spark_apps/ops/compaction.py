@@ -15,18 +15,16 @@ compacted and the others as they were, every view unchanged, and the next run go
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.settings import Settings
 from spark_apps.io import stream_store
 from spark_apps.io.delta_writes import with_retries
+from spark_apps.io.fencing import file_lock
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, compacted_query, q
 from spark_apps.transforms.store import EPOCH, KIND, gold_column, gold_kind, gold_rows_query
@@ -59,7 +57,7 @@ def compact(spark, settings: Settings, pipeline: Pipeline, generation: str = "")
     store at a version and replaces what it read, so a second one reading before the first committed would put
     back rows the first already folded."""
     name = pipeline.tables(generation).store
-    with _locked(settings, name) as held:
+    with file_lock(_lock_path(settings, name), wait=False) as held:
         if not held:
             log.info("compaction of %s: another compaction holds %s; nothing done", name, _lock_path(settings, name))
             return []
@@ -68,22 +66,6 @@ def compact(spark, settings: Settings, pipeline: Pipeline, generation: str = "")
 
 def _lock_path(settings: Settings, store: str) -> Path:
     return settings.run_dir / f"compaction-{store}.lock"
-
-
-@contextmanager
-def _locked(settings: Settings, store: str) -> Iterator[bool]:
-    path = _lock_path(settings, store)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _compact(spark, settings: Settings, pipeline: Pipeline, generation: str) -> list[Compaction]:
