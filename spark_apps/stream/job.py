@@ -121,6 +121,9 @@ class StreamJob:
         # microseconds), read from the store at the first batch and advanced by each batch after it.
         self.high_water: dict[int, int] | None = None
         self.store = stream_store.store_path(settings, pipeline, generation)
+        # The store's columns and the folds its rows are written for, read once the store is ensured: every batch
+        # shapes its rows, and reads any of them back, by it.
+        self.layout: stream_store.StoreLayout | None = None
 
     # ---- tables -------------------------------------------------------------------------------
 
@@ -137,6 +140,7 @@ class StreamJob:
             .withColumn(LATE, F.lit(False))
         assert_deterministic(self.pipeline, on_time, self.settings)
         stream_store.ensure_store(self.spark, self.settings, self.pipeline, self.generation)
+        self.layout = stream_store.stored_layout(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------
 
@@ -145,7 +149,7 @@ class StreamJob:
         done = lineage.committed_batches(self.checkpoint)
         last_done = done[-1] if done else -1
         commits = stream_store.read_view(self.spark, self.settings, self.pipeline, self.tables.commits,
-                                         generation=self.generation)
+                                         generation=self.generation, found=self.layout)
         last_per_app = commits.groupBy("app_id").agg({"batch_id": "max"}).collect()
         recorded = {r["app_id"]: r["max(batch_id)"] for r in last_per_app}
         app_id = read_app_id(self.checkpoint)
@@ -173,6 +177,7 @@ class StreamJob:
         shutil.rmtree(self.store, ignore_errors=True)
         shutil.rmtree(self.checkpoint, ignore_errors=True)
         self.high_water = None
+        self.layout = None
 
     # ---- the micro-batch ----------------------------------------------------------------------
 
@@ -285,7 +290,7 @@ class StreamJob:
         """``silver.events`` as the store holds it before this batch (its newest version: the batch has not
         written)."""
         return stream_store.read_view(spark, self.settings, self.pipeline, self.tables.events,
-                                      generation=self.generation)
+                                      generation=self.generation, found=self.layout)
 
     def _append(self, parts: list, batch_id: int, small: bool) -> None:
         """Append every part of the batch to the store in one commit, in the store's columns, in its epoch."""
@@ -300,18 +305,13 @@ class StreamJob:
             f"CAST({int(epoch)} AS {f.dataType.simpleString()}) AS {q(f.name)}" if f.name == EPOCH
             else q(f.name) if typed.get(f.name) == f.dataType
             else f"CAST({q(f.name)} AS {f.dataType.simpleString()}) AS {q(f.name)}"
-            for f in self._store_schema().fields])
+            for f in self.layout.schema.fields])
         if small:
             rows = rows.coalesce(1)
         # An append reads nothing it could conflict on but the records a reset read back, which an OPTIMIZE of the
         # store may rewrite meanwhile: Delta then refuses the commit, and the batch's rows are appended again.
         with_retries(lambda: rows.write.format("delta").mode("append").save(self.store),
                      f"append of batch {batch_id}")
-
-    def _store_schema(self):
-        if not hasattr(self, "_schema"):
-            self._schema = self.spark.read.format("delta").load(self.store).schema
-        return self._schema
 
     def _commit_schema(self):
         from pyspark.sql.types import StructType
@@ -320,7 +320,7 @@ class StreamJob:
         from spark_apps.transforms.store import COMMIT_COLUMNS, KIND, commit_column
 
         wanted = {commit_column(c) for c in COMMIT_COLUMNS} | {KIND, BATCH}
-        return StructType([f for f in self._store_schema().fields if f.name in wanted])
+        return StructType([f for f in self.layout.schema.fields if f.name in wanted])
 
     def _marks_before(self, spark, start: dict[int, int]) -> dict[int, int]:
         """Under the high-water-mark rule, the marks the store's records before ``start`` leave (a partition not in
@@ -329,7 +329,7 @@ class StreamJob:
         from pyspark.sql import functions as F
 
         candidates = stream_store.read_view(spark, self.settings, self.pipeline, self.tables.candidates,
-                                            generation=self.generation)
+                                            generation=self.generation, found=self.layout)
         if not start:
             return {}
         ends = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)])
