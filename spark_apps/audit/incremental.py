@@ -53,7 +53,6 @@ from spark_apps.transforms.events import (
     gold_changes,
     gold_keys_touched,
     high_water_marks,
-    lateness_flag,
     rows_of_keys,
     touched_keys,
     winner_position,
@@ -69,9 +68,10 @@ from spark_apps.transforms.store import (
     RECORD,
     WINNER,
     candidate_columns,
+    flagged_records,
     gold_column,
     gold_kind,
-    record_columns,
+    on_time_winners,
 )
 
 log = logging.getLogger(__name__)
@@ -265,11 +265,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         positions = (marked.where(valid).select(*key, "partition", "offset")
                      .unionByName(earlier.select(*key, "partition", "offset"))
                      .groupBy(*key).agg(winner_position(F.lit(True)).alias(WINNER_POSITION)))
-        new_rows = bronze_equivalent(
-            marked.join(positions, list(key), "left")
-            .withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, rule)))
-            .withColumn(WINNER, F.when(valid, F.coalesce(at_position(F.col(WINNER_POSITION)), F.lit(False))))
-            .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, rule)])).localCheckpoint(eager=True)
+        new_rows = bronze_equivalent(flagged_records(marked, positions, pipeline, rule)).localCheckpoint(eager=True)
         displaced = (earlier.join(positions, list(key))
                      .where(~at_position(F.col(WINNER_POSITION))).drop(WINNER_POSITION).localCheckpoint(eager=True))
     tag = {"kind": "batch_snapshot", "audit": ledger.INCREMENTAL, "builds_on": base.run_id, "run_id": run_id,
@@ -279,7 +275,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     columns = [*candidate_columns(pipeline, rule), LATE]
     new_on_time = new_rows.where(valid & ~F.col(LATE)).select(*columns)
     lost = displaced.where(~F.col(LATE)).select(*columns)
-    added = new_rows.where(F.col(WINNER) & ~F.col(LATE)).select(*columns)
+    added = on_time_winners(new_rows, pipeline, rule)
     touched = new_on_time.unionByName(lost)
     scopes = {labels.bronze: Scope(COORDINATES, new_rows.select(*COORDINATES).unionByName(
         displaced.select(*COORDINATES)))}

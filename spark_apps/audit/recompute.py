@@ -30,13 +30,11 @@ from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.transforms.events import (
     COORDINATES,
     WINNER_POSITION,
-    at_position,
-    lateness_flag,
     winner_position,
     with_high_water,
 )
 from spark_apps.transforms.parsing import REASON_COLUMN, parse_records
-from spark_apps.transforms.store import LATE, WINNER, candidate_columns, gold_rows, record_columns
+from spark_apps.transforms.store import flagged_records, gold_rows, on_time_winners
 
 log = logging.getLogger(__name__)
 SNAPSHOT_SCHEMA = "batch"
@@ -235,16 +233,11 @@ def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=la
     schema = pipeline.schema
     labels = pipeline.tables()
     lateness = pipeline.lateness_rule(settings)
-    valid = F.col(REASON_COLUMN).isNull()
     marked = with_high_water(parsed, schema.time_field, lateness)
-    first = marked.groupBy(schema.id_field).agg(winner_position(valid).alias(WINNER_POSITION))
-    records = materialize(
-        marked.join(first, schema.id_field, "left")
-        .withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, lateness)))
-        .withColumn(WINNER, F.when(valid, F.coalesce(at_position(F.col(WINNER_POSITION)), F.lit(False))))
-        .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, lateness)]))
-    on_time = records.where(F.col(WINNER) & ~F.col(LATE)).select(
-        *[F.col(f"`{c}`") for c in (*candidate_columns(pipeline, lateness), LATE)])
+    first = marked.groupBy(schema.id_field).agg(
+        winner_position(F.col(REASON_COLUMN).isNull()).alias(WINNER_POSITION))
+    records = materialize(flagged_records(marked, first, pipeline, lateness))
+    on_time = on_time_winners(records, pipeline, lateness)
     assert_deterministic(pipeline, on_time, settings)
     frames = {labels.bronze: bronze_equivalent(records)}
     for gold in pipeline.gold_tables:

@@ -52,7 +52,7 @@ from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
 from spark_apps.transforms.events import high_water_marks, touched_keys
-from spark_apps.transforms.store import EPOCH, LATE, commit_row
+from spark_apps.transforms.store import EPOCH, LATE, commit_row, on_time_winners
 
 log = logging.getLogger(__name__)
 # Set on the stream's own session; the caller's session, and so the batch recompute, keeps Spark's defaults.
@@ -256,7 +256,7 @@ class StreamJob:
         from pyspark.sql import functions as F
 
         id_field = self.pipeline.schema.id_field
-        added = micro_batch.on_time_winners(rows, self.pipeline, self.lateness)
+        added = on_time_winners(rows, self.pipeline, self.lateness)
         displaced = before = None
         parts = []
         if tally.displacing:

@@ -17,21 +17,9 @@ from pyspark.sql import functions as F
 from spark_apps.pipeline.declaration import GoldTable, Pipeline
 from spark_apps.pipeline.folds import BATCH
 from spark_apps.stream.query import RECORD_ROLE, RECORDS_OF_ID, ROLE, WINNER, WINNER_ROLE
-from spark_apps.transforms.events import at_position, future_flag, lateness_flag, with_high_water
+from spark_apps.transforms.events import WINNER_POSITION, future_flag, with_high_water
 from spark_apps.transforms.parsing import REASON_COLUMN
-from spark_apps.transforms.store import (
-    DISPLACED,
-    KIND,
-    LATE,
-    RECORD,
-    candidate_columns,
-    empty_resets,
-    record_columns,
-    stored_gold_rows,
-)
-from spark_apps.transforms.store import (
-    WINNER as WINNER_FLAG,
-)
+from spark_apps.transforms.store import DISPLACED, KIND, RECORD, empty_resets, flagged_records, stored_gold_rows
 
 if TYPE_CHECKING:
     from spark_apps.core.settings import Settings
@@ -59,17 +47,13 @@ def split(batch: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 def flagged(records: DataFrame, winners: DataFrame, pipeline: Pipeline, rule: LatenessRule,
             carried: Mapping[int, int] | None) -> DataFrame:
-    """The batch's records in the store's record columns: late or on time by the pipeline's rule (under the
-    high-water-mark rule each carries its partition's mark, from ``carried``), and whether each is its id's winner
-    as of this batch. Dead letters get neither flag."""
+    """The batch's records with their flags (``transforms.store.flagged_records``), each id's winner from the
+    state's winner rows; under the high-water-mark rule each record carries its partition's mark, from
+    ``carried``."""
     schema = pipeline.schema
-    valid = F.col(REASON_COLUMN).isNull()
-    marked = with_high_water(records, schema.time_field, rule, carried)
-    position = winners.select(F.col(schema.id_field).alias("_id"), F.col(WINNER).alias("_position"))
-    joined = marked.join(F.broadcast(position), F.col(schema.id_field) == F.col("_id"), "left")
-    return (joined.withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, rule)))
-            .withColumn(WINNER_FLAG, F.when(valid, F.coalesce(at_position(F.col("_position")), F.lit(False))))
-            .select(*[F.col(f"`{c}`") for c in record_columns(pipeline, rule)]))
+    positions = winners.select(schema.id_field, F.col(WINNER).alias(WINNER_POSITION))
+    return flagged_records(with_high_water(records, schema.time_field, rule, carried), F.broadcast(positions),
+                           pipeline, rule)
 
 
 def tally(batch: DataFrame, start: Mapping[int, int], pipeline: Pipeline, rule: LatenessRule,
@@ -103,13 +87,6 @@ def tally(batch: DataFrame, start: Mapping[int, int], pipeline: Pipeline, rule: 
         marks = {int(r["partition"]): int(r["mark"])
                  for r in high_water_marks(records, schema.time_field, rule).collect()}
     return Tally(int(row["valid"]), int(row["dead"]), int(row["future"]), tuple(row["displacing"] or ()), marks)
-
-
-def on_time_winners(records: DataFrame, pipeline: Pipeline, rule: LatenessRule) -> DataFrame:
-    """The batch's records that won their ids and are on time: what it adds to every gold table's input, in
-    ``silver.events``' columns."""
-    columns = [*candidate_columns(pipeline, rule), LATE]
-    return records.where(F.col(WINNER_FLAG) & ~F.col(LATE)).select(*[F.col(f"`{c}`") for c in columns])
 
 
 def record_rows(records: DataFrame, batch_id: int) -> DataFrame:

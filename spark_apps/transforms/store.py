@@ -32,7 +32,14 @@ from pyspark.sql import functions as F
 
 from spark_apps.pipeline.declaration import COLUMN_SEPARATOR, GoldTable, Pipeline, TableNames
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, fold_query, folded, listed, q
-from spark_apps.transforms.events import HIGH_WATER_COLUMN, duplicates_query, late_events_query
+from spark_apps.transforms.events import (
+    HIGH_WATER_COLUMN,
+    WINNER_POSITION,
+    at_position,
+    duplicates_query,
+    late_events_query,
+    lateness_flag,
+)
 from spark_apps.transforms.parsing import COORDINATE_COLUMNS, FINGERPRINT_COLUMN, REASON_COLUMN, event_columns
 
 if TYPE_CHECKING:
@@ -78,6 +85,27 @@ def record_columns(pipeline: Pipeline, rule: LatenessRule) -> list[str]:
     extra = [HIGH_WATER_COLUMN] if rule.uses_high_water_mark else []
     return [*COORDINATE_COLUMNS, *event_columns(pipeline.schema), REASON_COLUMN, FINGERPRINT_COLUMN, *extra, LATE,
             WINNER]
+
+
+def flagged_records(marked: DataFrame, positions: DataFrame, pipeline: Pipeline, rule: LatenessRule) -> DataFrame:
+    """Records in the store's record columns with their flags: late or on time by the pipeline's rule (``marked``
+    carries what the rule reads, see ``with_high_water``), and whether each is its id's winner, the record at the
+    id's ``_winner_position`` in ``positions`` (``winner_position``). Dead letters get neither flag. The stream flags
+    a micro-batch's records by the winners its state holds, the recompute every record of the log prefix by the
+    winners of all of them."""
+    schema = pipeline.schema
+    valid = F.col(REASON_COLUMN).isNull()
+    return (marked.join(positions, schema.id_field, "left")
+            .withColumn(LATE, F.when(valid, lateness_flag(schema.time_field, rule)))
+            .withColumn(WINNER, F.when(valid, F.coalesce(at_position(F.col(WINNER_POSITION)), F.lit(False))))
+            .select(*[F.col(q(c)) for c in record_columns(pipeline, rule)]))
+
+
+def on_time_winners(records: DataFrame, pipeline: Pipeline, rule: LatenessRule) -> DataFrame:
+    """The flagged records that won their ids and are on time, in ``silver.events``' columns: every gold table's
+    input."""
+    return records.where(F.col(WINNER) & ~F.col(LATE)).select(
+        *[F.col(q(c)) for c in (*candidate_columns(pipeline, rule), LATE)])
 
 
 # ---- views of the store ---------------------------------------------------------------------------------------
