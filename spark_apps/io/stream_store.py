@@ -130,16 +130,18 @@ def layout_of(pipeline: Pipeline, schema) -> StoreLayout:
 def ensure_store(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> StoreLayout:
     """Create the store (empty, partitioned by kind and epoch) unless it exists, record the folds the pipeline
     declares now when they changed (a commit of metadata only: earlier versions keep theirs), and point every view
-    at it."""
+    at it. Returns the layout the store now has."""
     found = layout(spark, settings, pipeline)
     tables = pipeline.tables(generation)
     ensure_table(spark, settings, tables.store, found.schema, partition_by=(KIND, EPOCH),
                  properties=STORE_PROPERTIES)
-    if stored_layout(spark, settings, pipeline, generation).folds != found.folds:
+    stored = stored_layout(spark, settings, pipeline, generation)
+    if stored.folds != found.folds:
         spark.sql(f"ALTER TABLE {delta_relation(settings, tables.store)} ALTER COLUMN {KIND} "
                   f"COMMENT {repr_sql(_folds_text(found.folds))}")
+        stored = stored_layout(spark, settings, pipeline, generation)
     register_views(spark, settings, pipeline, found, generation)
-    return found
+    return stored
 
 
 def queries(settings: Settings, pipeline: Pipeline, found: StoreLayout, generation: str = "",

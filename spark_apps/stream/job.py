@@ -51,7 +51,7 @@ from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_a
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
-from spark_apps.transforms.events import high_water_marks, touched_keys
+from spark_apps.transforms.events import high_water_marks, per_partition, touched_keys
 from spark_apps.transforms.store import EPOCH, LATE, commit_row, on_time_winners
 
 log = logging.getLogger(__name__)
@@ -139,8 +139,7 @@ class StreamJob:
         on_time = candidate_rows(parse_records(raw, self.pipeline.schema), self.pipeline.schema) \
             .withColumn(LATE, F.lit(False))
         assert_deterministic(self.pipeline, on_time, self.settings)
-        stream_store.ensure_store(self.spark, self.settings, self.pipeline, self.generation)
-        self.layout = stream_store.stored_layout(self.spark, self.settings, self.pipeline, self.generation)
+        self.layout = stream_store.ensure_store(self.spark, self.settings, self.pipeline, self.generation)
 
     # ---- checkpoint safety -------------------------------------------------------------------
 
@@ -332,8 +331,7 @@ class StreamJob:
                                             generation=self.generation, found=self.layout)
         if not start:
             return {}
-        ends = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)])
-        before = candidates.where(F.col("offset") < F.coalesce(F.try_element_at(ends, F.col("partition")), F.lit(0)))
+        before = candidates.where(F.col("offset") < F.coalesce(per_partition(start, F.col("partition")), F.lit(0)))
         return {int(r["partition"]): int(r["mark"]) for r in
                 high_water_marks(before, self.pipeline.schema.time_field, self.lateness).collect()}
 

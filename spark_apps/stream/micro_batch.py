@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from spark_apps.pipeline.declaration import GoldTable, Pipeline
 from spark_apps.pipeline.folds import BATCH
 from spark_apps.stream.query import RECORD_ROLE, RECORDS_OF_ID, ROLE, WINNER, WINNER_ROLE
-from spark_apps.transforms.events import WINNER_POSITION, future_flag, with_high_water
+from spark_apps.transforms.events import WINNER_POSITION, future_flag, per_partition, with_high_water
 from spark_apps.transforms.parsing import REASON_COLUMN
 from spark_apps.transforms.store import DISPLACED, KIND, RECORD, empty_resets, flagged_records, stored_gold_rows
 
@@ -70,10 +70,8 @@ def tally(batch: DataFrame, start: Mapping[int, int], pipeline: Pipeline, rule: 
     record = F.col(ROLE) == RECORD_ROLE
     valid = record & F.col(REASON_COLUMN).isNull()
     future = valid & future_flag(schema.time_field, settings.future_skew_s)
-    first = F.create_map(*[F.lit(value) for p, o in sorted(start.items()) for value in (p, o)]) if start else None
-    here = F.lit(True) if first is None else (
-        F.col(WINNER).getField("offset") >= F.coalesce(F.try_element_at(first, F.col(WINNER).getField("partition")),
-                                                       F.lit(-1)))
+    here = F.col(WINNER).getField("offset") >= F.coalesce(per_partition(start, F.col(WINNER).getField("partition")),
+                                                          F.lit(-1))
     per_id = batch.groupBy(schema.id_field).agg(
         F.count(F.when(valid, True)).alias("_valid"), F.count(F.when(record & ~valid, True)).alias("_dead"),
         F.count(F.when(future, True)).alias("_future"),

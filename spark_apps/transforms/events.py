@@ -47,9 +47,15 @@ def with_high_water(candidates: DataFrame, event_time: str, rule: LatenessRule,
     before = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
     mark = F.max(_counted(event_time, rule)).over(before)
     if carried:
-        earlier = F.create_map(*[F.lit(value) for p, m in sorted(carried.items()) for value in (p, m)])
-        mark = F.greatest(mark, F.try_element_at(earlier, F.col("partition")))
+        mark = F.greatest(mark, per_partition(carried, F.col("partition")))
     return candidates.withColumn(HIGH_WATER_COLUMN, F.timestamp_micros(mark))
+
+
+def per_partition(values: Mapping[int, int], partition: Column) -> Column:
+    """The value ``values`` (partition -> a mark or an offset) gives ``partition``; null for a partition it lacks."""
+    if not values:
+        return F.lit(None).cast("long")
+    return F.try_element_at(F.create_map(*[F.lit(v) for p, o in sorted(values.items()) for v in (p, o)]), partition)
 
 
 def high_water_marks(candidates: DataFrame, event_time: str, rule: LatenessRule) -> DataFrame:
