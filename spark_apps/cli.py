@@ -63,7 +63,7 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
         from spark_apps.io.stream_store import register_views, stored_layout
         from spark_apps.pipeline.declaration import load_pipeline
         from spark_apps.serving import state as serving
-        from spark_apps.serving.generations import resolve
+        from spark_apps.target.generations import resolve
 
         spec = args.pipeline or settings.pipeline
         spark = _spark(settings, "catalog-sync", spec)
@@ -173,8 +173,8 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 def _stream(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io.spark_session import get_spark
     from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.serving.generations import resolve
     from spark_apps.stream.job import StreamJob
+    from spark_apps.target.generations import resolve
 
     pipeline = load_pipeline(args.pipeline or settings.pipeline)
     if args.reset and not args.yes:
@@ -305,7 +305,8 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
 
 def _replay(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.pipeline.declaration import load_pipeline
-    from spark_apps.serving import generations, replay
+    from spark_apps.serving import replay
+    from spark_apps.target import generations
 
     spec = args.pipeline or settings.pipeline
     pipeline = load_pipeline(spec)
@@ -419,7 +420,7 @@ def _compact(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io import delta_log
     from spark_apps.io.catalog import table_path
     from spark_apps.ops.compaction import compact
-    from spark_apps.serving.generations import resolve
+    from spark_apps.target.generations import resolve
 
     spec = args.pipeline or settings.pipeline
     spark = _spark(settings, "compact", spec)

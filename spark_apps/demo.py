@@ -42,9 +42,9 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.services.catalog_server import CatalogServer
     from spark_apps.serving.dbt_runner import run_action
-    from spark_apps.serving.generations import resolve
     from spark_apps.serving.scheduled import reconcile
     from spark_apps.stream.job import StreamJob
+    from spark_apps.target.generations import resolve
 
     _step(f"starting the embedded Kafka broker (KRaft) on {settings.kafka_bootstrap_servers}")
     broker = EmbeddedBroker(settings)

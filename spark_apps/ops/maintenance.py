@@ -97,7 +97,7 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
 def _compact(spark, settings: Settings, pipeline: Pipeline) -> list[Compaction]:
     """Compaction of the store before its OPTIMIZE (which then packs the compacted files too); a failure is logged
     and left to the next run: the views are the same either way."""
-    from spark_apps.serving.generations import active
+    from spark_apps.target.generations import active
 
     generation = active(spark, settings, pipeline.name)
     store = pipeline.tables(generation).store

@@ -30,9 +30,10 @@ from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.version import code_version
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
-from spark_apps.serving import generations
 from spark_apps.serving import state as serving
-from spark_apps.serving.generations import (
+from spark_apps.serving.state import KAPPA, LAMBDA, Decision
+from spark_apps.target import generations
+from spark_apps.target.generations import (
     ACTIVE,
     BUILDING,
     BUILT,
@@ -45,7 +46,6 @@ from spark_apps.serving.generations import (
     ReplayRefused,
     display,
 )
-from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 
 log = logging.getLogger(__name__)
 REPLAY_RUN_PREFIX = "replay."

@@ -27,8 +27,8 @@ from spark_apps.audit.scheduled import Reconciliation, reconcile_or_reuse
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state
-from spark_apps.serving.generations import resolve
 from spark_apps.serving.state import LAMBDA, Decision
+from spark_apps.target.generations import resolve
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from spark_apps.io import serving_cut, stream_store
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
-from spark_apps.serving import generations
+from spark_apps.target import generations
 
 log = logging.getLogger(__name__)
 SERVING_STATE_TABLE = "audit.serving_state"

@@ -1,4 +1,4 @@
-"""The code's imports run one way: core → pipeline/services → transforms → io → alerts → stream/audit → serving
+"""The code's imports run one way: core → pipeline/services → transforms → io → alerts/target → stream/audit → serving
 → ops → lab/orchestration → marketplace → demo → cli, with no cycle between modules, and the engine knows no pipeline.
 
 Read from the source with ``ast``, so a function-level import counts like any other; an import under
@@ -14,7 +14,7 @@ from pathlib import Path
 from spark_apps.core.settings import PROJECT_ROOT
 
 PACKAGE = PROJECT_ROOT / "spark_apps"
-LAYERS = {"core": 0, "pipeline": 1, "services": 1, "transforms": 2, "io": 3, "alerts": 4, "stream": 5,
+LAYERS = {"core": 0, "pipeline": 1, "services": 1, "transforms": 2, "io": 3, "alerts": 4, "target": 4, "stream": 5,
           "audit": 5, "serving": 6, "ops": 7, "lab": 8, "orchestration": 8, "marketplace": 9, "demo": 10,
           "cli": 11}
 EXAMPLE_USERS = {"marketplace", "demo"}

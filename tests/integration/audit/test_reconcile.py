@@ -20,7 +20,8 @@ from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import StreamPosition, batch_end_offsets, position_at
 from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE, WINDOW_S
-from spark_apps.serving import generations, replay
+from spark_apps.serving import replay
+from spark_apps.target import generations
 from tests.support.streams import read_stream_table
 
 pytestmark = pytest.mark.integration

@@ -234,7 +234,7 @@ def test_a_replay_triggered_without_confirm_is_skipped_and_pages_nobody(spark, s
 
 
 def _generation_events(spark, settings) -> list:
-    from spark_apps.serving import generations
+    from spark_apps.target import generations
 
     return generations.read(spark, settings, PIPELINE.name)
 
@@ -242,7 +242,7 @@ def _generation_events(spark, settings) -> list:
 def test_replay_dag_builds_a_new_generation_reconciles_it_and_swaps_serving_to_it(spark, served):
     """The manual replay DAG, confirmed: the rebuilt generation is exact (the stream's corrupted row is not in the
     log), so every view moves to it in its mode; no supervised stream ran, so none is started."""
-    from spark_apps.serving import generations
+    from spark_apps.target import generations
 
     stream_settings, env = served
     before = serving.current(spark, stream_settings, PIPELINE.name)

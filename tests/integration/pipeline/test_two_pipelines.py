@@ -26,10 +26,11 @@ from spark_apps.io.topics import ensure_topic
 from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
 from spark_apps.ops.status import pipeline_status, render
 from spark_apps.pipeline.declaration import load_pipeline
-from spark_apps.serving import generations, replay
+from spark_apps.serving import replay
 from spark_apps.serving import state as serving
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.stream.job import StreamJob
+from spark_apps.target import generations
 from tests.support.records import send, sensor_reading
 from tests.support.streams import add_to_gold, fresh_stream_settings, produce_hard_cases, read_stream_table
 from tests.support.topics import delete_topics

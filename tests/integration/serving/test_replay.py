@@ -18,10 +18,11 @@ from spark_apps.io import stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import MERCHANT_REVENUE, PIPELINE
-from spark_apps.serving import generations, replay
+from spark_apps.serving import replay
 from spark_apps.serving import state as serving
-from spark_apps.serving.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
+from spark_apps.target import generations
+from spark_apps.target.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
 from tests.support.streams import (
     add_to_gold,
     fresh_stream_settings,

@@ -10,8 +10,8 @@ from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import existing_table_path, read_if_present, table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.status import last_audit
-from spark_apps.serving import generations
 from spark_apps.serving import state as serving
+from spark_apps.target import generations
 
 
 def half_created(settings: Settings, *tables: str) -> None:

@@ -3,7 +3,9 @@ rollback serve, and what they refuse."""
 
 import pytest
 
-from spark_apps.serving.generations import (
+from spark_apps.serving.replay import ReconciledTable, rollback_decisions, swap_decisions
+from spark_apps.serving.state import KAPPA, LAMBDA, Decision
+from spark_apps.target.generations import (
     ACTIVE,
     BUILDING,
     BUILT,
@@ -24,8 +26,6 @@ from spark_apps.serving.generations import (
     swap_run_of,
     unfinished,
 )
-from spark_apps.serving.replay import ReconciledTable, rollback_decisions, swap_decisions
-from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 
 P = "marketplace"
 

@@ -7,8 +7,8 @@ import pytest
 
 from spark_apps.cli import main
 from spark_apps.pipeline.declaration import load_pipeline
-from spark_apps.serving.generations import ReplayRefused
 from spark_apps.serving.replay import check_code_is_of
+from spark_apps.target.generations import ReplayRefused
 
 SENSORS = "tests.support.sensor_pipeline:PIPELINE"
 

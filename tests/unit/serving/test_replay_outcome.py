@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from spark_apps.serving.generations import ACTIVE, RECONCILED, GenerationEvent
 from spark_apps.serving.replay import Build, ReplayOutcome
 from spark_apps.serving.state import KAPPA, Decision
+from spark_apps.target.generations import ACTIVE, RECONCILED, GenerationEvent
 
 P = "marketplace"
 BUILT = Build("g1", Path("/tmp/checkpoint"), batches=3, records=300)
