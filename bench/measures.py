@@ -16,6 +16,7 @@ from spark_apps.io.topics import ensure_topic, partition_offsets
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest
 from spark_apps.stream.job import StreamJob
+from spark_apps.target.resolution import target_of
 
 NOMINAL_RATE = 1000.0  # events per second of event time, for a production not paced in real time
 
@@ -133,7 +134,7 @@ def _per_batch(job: TimedStreamJob, batches) -> list[dict]:
 
 def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
     """The full consistent pipeline (bronze, dead letters, silver, every gold table) catching up on the log."""
-    job = TimedStreamJob(spark, settings, pipeline)
+    job = TimedStreamJob(spark, settings, target_of(settings, pipeline))
     started = time.monotonic()
     batches = job.run(until_caught_up=True)
     wall = time.monotonic() - started
@@ -160,7 +161,7 @@ def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: floa
     """Produce at a fixed rate while the stream runs continuously (processing-time trigger); per record, the time
     from its log append (the topic keeps LogAppendTime) to the commit that made its batch visible in gold. The
     stream has run ``WARM_UP_S`` of the same rate first, untimed."""
-    job = TimedStreamJob(spark, settings, pipeline)
+    job = TimedStreamJob(spark, settings, target_of(settings, pipeline))
     job.prepare()
     query = job.start(until_caught_up=False)
 
@@ -219,7 +220,7 @@ def same_size_batches(spark, settings: Settings, pipeline: Pipeline, clock: Even
     records left over (``stats.batches_of_size`` leaves it out)."""
     rows = sum(end - start for start, end in partition_offsets(settings).values())
     produce_events(settings, pipeline, records * batches, seed=seed, clock=clock)
-    job = TimedStreamJob(spark, settings.with_overrides(max_offsets_per_trigger=records), pipeline)
+    job = TimedStreamJob(spark, settings.with_overrides(max_offsets_per_trigger=records), target_of(settings, pipeline))
     points = []
     for batch in job.run(until_caught_up=True):
         points.append({"rows_before": rows, "records": batch.records, "seconds": round(batch.duration_s, 3),
@@ -246,7 +247,7 @@ def batch_cost_by_table_size(spark, settings: Settings, pipeline: Pipeline, cloc
     them again."""
     small = small_table_settings(settings)
     produce_events(small, pipeline, SMALL_TABLE_EVENTS, seed=201, clock=clock)
-    StreamJob(spark, small, pipeline).run(until_caught_up=True)
+    StreamJob(spark, small, target_of(small, pipeline)).run(until_caught_up=True)
     points = []
     for round_ in range(rounds):
         for index, side in enumerate((small, settings)):

@@ -126,9 +126,9 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     from bench import measures
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic
-    from spark_apps.pipeline.declaration import load_pipeline
+    from spark_apps.target.resolution import declared
 
-    pipeline = load_pipeline(settings.pipeline)
+    pipeline = declared(settings).pipeline
     pipeline.require_generator("the benchmark (it produces the pipeline's synthetic events)")
     ensure_topic(settings)
     spark = get_spark(settings, "kappa-bench")

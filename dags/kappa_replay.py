@@ -94,11 +94,13 @@ def replay_dag(pipeline: OrchestratedPipeline):
             """This pipeline's supervised stream keeps the active generation: one still running the old restarts."""
             from spark_apps.core.settings import Settings
             from spark_apps.ops.supervisor import start_stream, stop_stream
+            from spark_apps.target.resolution import declared
 
-            settings = Settings.from_env().with_overrides(pipeline=pipeline.spec)
-            restarted = stop_stream(settings, timeout_s=120)
+            settings = Settings.from_env()
+            target = declared(settings, pipeline.spec)
+            restarted = stop_stream(settings, target, timeout_s=120)
             if restarted:
-                start_stream(settings)
+                start_stream(settings, target)
             verdict = "restarted on it" if restarted else "not running under the supervisor; it starts on it when due"
             return f"generation {generation} serves; the stream {verdict}"
 

@@ -44,8 +44,10 @@ def supervisor_dag(pipeline: OrchestratedPipeline):
 
             from spark_apps.core.settings import Settings
             from spark_apps.ops.supervisor import supervise as check
+            from spark_apps.target.resolution import declared
 
-            health = check(Settings.from_env().with_overrides(pipeline=pipeline.spec), start=True)
+            settings = Settings.from_env()
+            health = check(settings, declared(settings, pipeline.spec), start=True)
             if health.status not in ("ok", "started"):
                 raise AirflowFailException(f"stream {health.status}: {health.detail}")
             return asdict(health)

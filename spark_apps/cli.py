@@ -61,22 +61,22 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action == "sync":
         from spark_apps.io.catalog import register_warehouse_tables
         from spark_apps.io.stream_store import register_views, stored_layout
-        from spark_apps.pipeline.declaration import load_pipeline
         from spark_apps.serving import state as serving
-        from spark_apps.target.generations import resolve
+        from spark_apps.target import generations
+        from spark_apps.target.resolution import active_of
 
-        spec = args.pipeline or settings.pipeline
-        spark = _spark(settings, "catalog-sync", spec)
+        given = _declared(args, settings)
+        spark = _spark(settings, "catalog-sync", given.name)
         found = register_warehouse_tables(spark, settings)
         print(f"{len(found)} tables of {settings.warehouse_dir} registered: {', '.join(found) or 'none'}")
-        pipeline, generation = resolve(spark, settings, spec)
-        if pipeline.tables(generation).store in found:
-            views = register_views(spark, settings, pipeline, stored_layout(spark, settings, pipeline, generation),
-                                   generation)
-            print(f"views {', '.join(views)} pointed at {pipeline.tables(generation).store}")
-        declared = load_pipeline(spec)
-        views = serving.register_views(spark, settings, declared)
-        print(f"{len(views)} serving views of {declared.name} pointed at their cut")
+        target = active_of(settings, given, generations.read(spark, settings, given.name))
+        if target.tables.store in found:
+            views = register_views(spark, settings, target.pipeline,
+                                   stored_layout(spark, settings, target.pipeline, target.generation),
+                                   target.generation)
+            print(f"views {', '.join(views)} pointed at {target.tables.store}")
+        views = serving.register_views(spark, settings, given.pipeline)
+        print(f"{len(views)} serving views of {given.name} pointed at their cut")
     elif server.pid():
         print(f"catalog database running on {server.address} (pid {server.pid()})")
     elif server.answers():
@@ -137,10 +137,10 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
     from spark_apps.io.producer import produce, produce_file, read_events
     from spark_apps.io.topics import ensure_topic
-    from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.pipeline.synthetic import GeneratorRequest
 
-    pipeline = load_pipeline(args.pipeline or settings.pipeline)
+    target = _declared(args, settings)
+    pipeline = target.pipeline
     if args.file:
         generator_only = [flag for flag, value in (("--events", args.events), ("--duration", args.duration),
                                                    ("--seed", args.seed), ("--base-time-ms", args.base_time_ms),
@@ -149,7 +149,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
             raise PlatformError(f"{', '.join(generator_only)}: options of the generator; --file sends the file's "
                                 "events as they are")
         records = read_events(Path(args.file), pipeline.schema)
-        topic = ensure_topic(settings, args.topic or pipeline.source_topic(settings)).name
+        topic = ensure_topic(settings, args.topic or target.topic).name
         result = produce_file(settings, topic, records, args.file, rate=args.rate)
         print(result.summary(topic, None))
         return 0
@@ -162,8 +162,8 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     seed = 42 if args.seed is None else args.seed
     base_time_ms = args.base_time_ms if args.base_time_ms is not None else int(time.time()) * 1000
     request = GeneratorRequest(seed=seed, events=total, base_time_ms=base_time_ms, events_per_second=args.rate,
-                               allowed_lateness_s=pipeline.lateness_rule(settings).allowed_s)
-    topic = ensure_topic(settings, args.topic or pipeline.source_topic(settings)).name
+                               allowed_lateness_s=target.lateness.allowed_s)
+    topic = ensure_topic(settings, args.topic or target.topic).name
     manifest = Path(args.manifest) if args.manifest else settings.home / "manifests" / f"{topic}-seed{seed}.json"
     result = produce(settings, pipeline, request, topic=topic, rate=args.rate, manifest_path=manifest)
     print(result.summary(topic, manifest))
@@ -171,37 +171,32 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _stream(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.io.spark_session import get_spark
-    from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.stream.job import StreamJob
-    from spark_apps.target.generations import resolve
 
-    pipeline = load_pipeline(args.pipeline or settings.pipeline)
     if args.reset and not args.yes:
         raise PlatformError("--reset deletes every stream table and the checkpoint; add --yes to confirm")
-    spark = get_spark(settings, app_name=f"kappa-stream-{pipeline.name}")
-    pipeline, generation = resolve(spark, settings, args.pipeline or settings.pipeline)
-    job = StreamJob(spark, settings, pipeline, generation)
+    spark, target = _resolved(args, settings, "stream")
+    job = StreamJob(spark, settings, target)
     if args.reset:
         job.reset()
-        print(f"deleted the checkpoint {job.checkpoint} and the stream tables of {pipeline.name}")
-    heartbeat = heartbeat_path(settings, pipeline.name)
+        print(f"deleted the checkpoint {target.checkpoint} and the stream tables of {target.describe()}")
+    heartbeat = heartbeat_path(settings, target.name)
     stats = job.run(until_caught_up=not args.continuous, heartbeat=heartbeat)
     records = sum(s.records for s in stats)
-    replayed = f" generation {generation}" if generation else ""
-    print(f"stream {pipeline.name}{replayed}: {len(stats)} micro-batches, {records:,} records; heartbeat {heartbeat}")
+    print(f"stream {target.describe()}: {len(stats)} micro-batches, {records:,} records; heartbeat {heartbeat}")
     return 0
 
 
 def _supervise(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.ops.supervisor import status_line, stop_stream, supervise
 
+    target = _declared(args, settings)
     if args.stop:
-        stopped = stop_stream(settings)
-        print(f"stream {settings.pipeline}: {'stopped' if stopped else 'was not running under the supervisor'}")
+        stopped = stop_stream(settings, target)
+        print(f"stream {target.name}: {'stopped' if stopped else 'was not running under the supervisor'}")
         return 0
-    health = supervise(settings, start=not args.no_start)
-    print(status_line(health, settings.pipeline))
+    health = supervise(settings, target, start=not args.no_start)
+    print(status_line(health, target.name))
     return 0 if health.healthy else EXIT_FAILED
 
 
@@ -210,11 +205,13 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
 
     from spark_apps.io.spark_session import get_spark
     from spark_apps.ops.status import as_json, pipeline_status, render
-    from spark_apps.pipeline.declaration import load_pipeline, registered_pipelines
+    from spark_apps.pipeline.declaration import registered_pipelines
+    from spark_apps.target.resolution import declared
 
-    pipelines = [load_pipeline(spec) for spec in args.pipeline or sorted({*registered_pipelines(), settings.pipeline})]
+    specs = args.pipeline or sorted({*registered_pipelines(), settings.pipeline})
+    targets = [declared(settings, spec) for spec in specs]
     spark = get_spark(settings, app_name="kappa-status")
-    statuses = [pipeline_status(spark, settings, pipeline) for pipeline in pipelines]
+    statuses = [pipeline_status(spark, settings, target) for target in targets]
     print(render(statuses, dt.datetime.now()))
     _write_json(args.json, {"pipelines": [as_json(s) for s in statuses]})
     return 0 if all(s.healthy for s in statuses) else EXIT_FAILED
@@ -242,10 +239,9 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
         raise PlatformError("--version needs --table (the stream table whose version to audit)")
     if args.as_of is not None and args.table is not None:
         raise PlatformError("--as-of and --table both choose the stream batch to audit; give one")
-    spec = args.pipeline or settings.pipeline
-    spark = _spark(settings, "reconcile", spec)
+    spark, target = _resolved(args, settings, "reconcile")
     only = [name.strip() for name in args.only.split(",")] if args.only else None
-    outcome = reconcile(spark, settings, spec, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
+    outcome = reconcile(spark, settings, target, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
                         serve=args.serve, table=args.table, version=args.version, only=only, kind=args.kind)
     if outcome.reconciliation is None:
         print(f"reconcile skipped: {outcome.due.reason}")
@@ -265,7 +261,6 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
 def _serving(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io import serving_cut
     from spark_apps.io.spark_session import get_spark
-    from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.serving import state as serving
 
     if args.action == "advance" and not args.run_id:
@@ -274,14 +269,14 @@ def _serving(args: argparse.Namespace, settings: Settings) -> int:
         raise PlatformError("fallback needs --reason (recorded with the decision)")
     spark = get_spark(settings, app_name="kappa-serving")
     if args.action == "advance":
-        pipeline = load_pipeline(args.pipeline or settings.pipeline)
+        pipeline = _declared(args, settings).pipeline
         decisions = serving.advance(spark, settings, pipeline, args.run_id)
         print("\n".join(_serving_line(d) for d in decisions))
         _write_json(args.json, {"run_id": args.run_id, "pipeline": pipeline.name,
                                 "decisions": [d.as_json() for d in decisions]})
         return 0
     if args.action == "fallback":
-        decisions = serving.fall_back(spark, settings, load_pipeline(args.pipeline or settings.pipeline), args.reason)
+        decisions = serving.fall_back(spark, settings, _declared(args, settings).pipeline, args.reason)
         print("\n".join(_serving_line(d) for d in decisions) or "no gold table is served yet; nothing to do")
         _write_json(args.json, {"decisions": [d.as_json() for d in decisions]})
         return 0
@@ -308,8 +303,8 @@ def _replay(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.serving import replay
     from spark_apps.target import generations
 
-    spec = args.pipeline or settings.pipeline
-    pipeline = load_pipeline(spec)
+    target = _declared(args, settings)
+    pipeline, spec = target.pipeline, target.spec
     if args.replay_of:
         replay.check_code_is_of(pipeline, spec, load_pipeline(args.replay_of))
     if args.generation:
@@ -320,7 +315,7 @@ def _replay(args: argparse.Namespace, settings: Settings) -> int:
         raise PlatformError("--run-id names the reconciliation of start or reconcile")
     if args.action == "rollback" and not args.reason:
         raise PlatformError("rollback needs --reason (recorded with the serving decisions)")
-    spark = _spark(settings, "replay", spec)
+    spark = _spark(settings, "replay", target.name)
     outcome = replay.run_action(spark, settings, pipeline, spec, args.action, args.generation, run_id=args.run_id,
                                 reason=args.reason or "", swap_after=args.swap)
     if outcome.built is not None:
@@ -351,12 +346,30 @@ def _serving_line(decision, with_run: bool = True) -> str:
     return f"{decision.view:32s} {change:18s} reads {decision.source_table}{pinned};{run} {decision.reason}"
 
 
-def _spark(settings: Settings, command: str, spec: str | None = None):
-    """The command's Spark session, named after the pipeline (loaded first: an unknown one fails before Spark)."""
-    from spark_apps.io.spark_session import get_spark
-    from spark_apps.pipeline.declaration import load_pipeline
+def _declared(args: argparse.Namespace, settings: Settings):
+    """The pipeline of ``--pipeline`` (default: the settings') as its code declares it, with no Spark session:
+    for a command that acts on the pipeline, not on one generation's tables."""
+    from spark_apps.target.resolution import declared
 
-    return get_spark(settings, app_name=f"kappa-{command}" + (f"-{load_pipeline(spec).name}" if spec else ""))
+    return declared(settings, getattr(args, "pipeline", None))
+
+
+def _resolved(args: argparse.Namespace, settings: Settings, command: str):
+    """The command's Spark session and its target: the pipeline of ``--pipeline`` at its active generation. The
+    code is loaded first, so an unknown pipeline fails before Spark starts."""
+    from spark_apps.target import generations
+    from spark_apps.target.resolution import active_of
+
+    given = _declared(args, settings)
+    spark = _spark(settings, command, given.name)
+    return spark, active_of(settings, given, generations.read(spark, settings, given.name))
+
+
+def _spark(settings: Settings, command: str, name: str | None = None):
+    """The command's Spark session, named after the pipeline it acts on."""
+    from spark_apps.io.spark_session import get_spark
+
+    return get_spark(settings, app_name=f"kappa-{command}" + (f"-{name}" if name else ""))
 
 
 def _write_json(path: str | None, payload: dict) -> None:
@@ -403,11 +416,9 @@ def _alerts(args: argparse.Namespace, settings: Settings) -> int:
 
 def _maintain(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.ops.maintenance import maintain, summary_lines
-    from spark_apps.pipeline.declaration import load_pipeline
 
-    spec = args.pipeline or settings.pipeline
-    pipeline = load_pipeline(spec)
-    report = maintain(_spark(settings, "maintain", spec), settings, pipeline, optimize=args.optimize,
+    pipeline = _declared(args, settings).pipeline
+    report = maintain(_spark(settings, "maintain", pipeline.name), settings, pipeline, optimize=args.optimize,
                       vacuum=args.vacuum)
     print("\n".join(summary_lines(report)))
     if not report.ok:
@@ -420,27 +431,22 @@ def _compact(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io import delta_log
     from spark_apps.io.catalog import table_path
     from spark_apps.ops.compaction import compact
-    from spark_apps.target.generations import resolve
 
-    spec = args.pipeline or settings.pipeline
-    spark = _spark(settings, "compact", spec)
-    pipeline, generation = resolve(spark, settings, spec)
-    store = pipeline.tables(generation).store
+    spark, target = _resolved(args, settings, "compact")
+    store = target.tables.store
     if not delta_log.has_commits(table_path(settings, store)):
         print(f"{store}: no store yet (the stream has not run); nothing to compact")
         return 0
-    done = compact(spark, settings, pipeline, generation)
+    done = compact(spark, settings, target.pipeline, target.generation)
     print("\n".join(c.line() for c in done) or f"{store}: nothing to compact")
     return 0
 
 
 def _dbt(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.serving.dbt_runner import run_steps
 
-    spec = args.pipeline or settings.pipeline
-    spark = _spark(settings, "dbt", spec)
-    pipeline = load_pipeline(spec)
+    pipeline = _declared(args, settings).pipeline
+    spark = _spark(settings, "dbt", pipeline.name)
     steps = run_steps(spark, settings, pipeline, args.action, args.select, args.target)
     for step in steps:
         for view, source in step.get("served", {}).items():
@@ -516,12 +522,11 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.lab.chaos import ChaosPlan, run_chaos
-    from spark_apps.pipeline.declaration import load_pipeline
 
-    spec = args.pipeline or settings.pipeline
-    load_pipeline(spec).require_generator("the chaos lab (its checker compares the tables with the manifests)")
+    target = _declared(args, settings)
+    target.pipeline.require_generator("the chaos lab (its checker compares the tables with the manifests)")
     plan = ChaosPlan(kills=args.kills, events=args.events, seed=args.seed, scenarios=tuple(args.scenario or ()),
-                     pipeline=spec)
+                     pipeline=target.spec)
     results = run_chaos(settings, plan)
     print("\n".join(result.line() for result in results))
     kills = sum(r.kills for r in results)
@@ -537,11 +542,9 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _schema(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.pipeline.event_schema import VALIDATION_ORDER_DOC, markdown_table
 
-    pipeline = load_pipeline(args.pipeline or settings.pipeline)
-    print(markdown_table(pipeline.schema))
+    print(markdown_table(_declared(args, settings).pipeline.schema))
     print()
     print(VALIDATION_ORDER_DOC)
     return 0
@@ -626,6 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     action = supervise.add_mutually_exclusive_group()
     action.add_argument("--no-start", action="store_true", help="only report: leave a stopped stream stopped")
     action.add_argument("--stop", action="store_true", help="stop the supervised stream (SIGTERM, then SIGKILL)")
+    supervise.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
     supervise.set_defaults(handler=_supervise)
 
     status = commands.add_parser(

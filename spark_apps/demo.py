@@ -37,14 +37,14 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.io.producer import produce
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic, partition_offsets
-    from spark_apps.pipeline.declaration import load_pipeline
     from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.services.catalog_server import CatalogServer
     from spark_apps.serving.dbt_runner import run_action
     from spark_apps.serving.scheduled import reconcile
     from spark_apps.stream.job import StreamJob
-    from spark_apps.target.generations import resolve
+    from spark_apps.target import generations
+    from spark_apps.target.resolution import active_of, declared
 
     _step(f"starting the embedded Kafka broker (KRaft) on {settings.kafka_bootstrap_servers}")
     broker = EmbeddedBroker(settings)
@@ -56,30 +56,32 @@ def run_demo(settings: Settings) -> int:
     catalog.start()
     print(f"catalog pid {catalog.pid()}, data in {catalog.paths.database_dir}")
 
-    pipeline = load_pipeline(settings.pipeline)
-    topic = ensure_topic(settings, pipeline.source_topic(settings)).name
+    given = declared(settings)
+    pipeline = given.pipeline
+    topic = ensure_topic(settings, given.topic).name
     # A new seed per run (the log size so far), so a second demo adds new events instead of conflicts.
     seed = sum(end for _, end in partition_offsets(settings, topic).values())
     _step(f"producing {DEMO_EVENTS:,} marketplace events (seed {seed}) with every hard case into {topic}")
     request = GeneratorRequest(seed=seed, events=DEMO_EVENTS, base_time_ms=int(time.time()) * 1000,
                                events_per_second=DEMO_EVENT_TIME_RATE,
-                               allowed_lateness_s=pipeline.lateness_rule(settings).allowed_s)
+                               allowed_lateness_s=given.lateness.allowed_s)
     manifest_path = settings.home / "manifests" / f"{topic}-seed{seed}.json"
     result = produce(settings, pipeline, request, topic=topic, manifest_path=manifest_path)
     print(result.summary(topic, manifest_path))
 
     _step("running the Kappa stream until it has caught up with the log")
     spark = get_spark(settings, app_name="kappa-demo")
-    pipeline, generation = resolve(spark, settings, settings.pipeline)
-    job = StreamJob(spark, settings, pipeline, generation)
-    stats = job.run(until_caught_up=True, heartbeat=heartbeat_path(settings, pipeline.name))
+    target = active_of(settings, given, generations.read(spark, settings, given.name))
+    pipeline = target.pipeline
+    job = StreamJob(spark, settings, target)
+    stats = job.run(until_caught_up=True, heartbeat=heartbeat_path(settings, target.name))
     for batch in stats:
         print(f"batch {batch.batch_id}: {batch.records:,} records ({batch.dead_letters:,} dead letters) "
               f"in {batch.duration_s:.1f}s")
 
     _step("what the stream tables hold")
-    tables = job.tables
-    for name in pipeline.stream_table_names(commit_log=False):
+    tables = target.tables
+    for name in pipeline.stream_table_names(target.generation, commit_log=False):
         print(f"{name:32s} {spark.table(name).count():>10,} rows")
     reasons = spark.table(tables.dead_letters).groupBy("reason").count().orderBy("reason").collect()
     print("dead letters by reason: " + ", ".join(f"{r['reason']}={r['count']}" for r in reasons))
@@ -92,7 +94,7 @@ def run_demo(settings: Settings) -> int:
 
     _step("Lambda audit: recompute every table from Kafka [start, O) (a rerun of the same code extends the last "
           "verified run by the new records instead) and reconcile it with the stream")
-    reconciled = reconcile(spark, settings, settings.pipeline, serve=True, kind="auto")
+    reconciled = reconcile(spark, settings, target, serve=True, kind="auto")
     run = reconciled.reconciliation
     print("\n".join(run.lines))
     print(f"\nVerdict: {'the stream equals the batch, exactly' if run.success else 'MISMATCH, see the report'}")

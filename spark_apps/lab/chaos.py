@@ -48,16 +48,16 @@ from pathlib import Path
 from typing import Any
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll, wait_for
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summary_line
-from spark_apps.pipeline.declaration import Pipeline, load_pipeline
+from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from spark_apps.services.processes import free_port
 from spark_apps.stream.faults import STAGES
+from spark_apps.target.resolution import Target, declared
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class Lab:
     name: str
     settings: Settings
     spark: Any
-    pipeline: Pipeline
+    target: Target
     seed: int
     logs: Path
     broker: Any = None
@@ -166,12 +166,16 @@ class Lab:
         self.pipeline.require_generator("the chaos lab")
 
     @property
+    def pipeline(self) -> Pipeline:
+        return self.target.pipeline
+
+    @property
     def topic(self) -> str:
-        return self.pipeline.source_topic(self.settings)
+        return self.target.topic
 
     @property
     def checkpoint(self) -> Path:
-        return checkpoint_path(self.settings, self.pipeline.name, self.pipeline.table_prefix)
+        return self.target.checkpoint
 
     @property
     def records(self) -> int:
@@ -269,7 +273,7 @@ class StreamProcess:
         """This launch's heartbeat (a leftover of an earlier launch does not count)."""
         from spark_apps.ops.supervisor import read_heartbeat
 
-        beat = read_heartbeat(self.lab.settings) or {}
+        beat = read_heartbeat(self.lab.settings, self.lab.target) or {}
         return beat if beat.get("written_at_epoch_s", 0) >= self.started_epoch else {}
 
     def wait_started(self) -> None:
@@ -633,9 +637,7 @@ def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=
     settings' pipeline."""
     from spark_apps.io.topics import ensure_topic
 
-    pipeline = pipeline or settings.pipeline
-    declared = load_pipeline(pipeline)
-    declared.require_generator("the chaos lab")
+    spec = pipeline or settings.pipeline
     topic = f"chaos.{name}.{int(time.time())}"
     home = root / "labs" / name
     shutil.rmtree(home, ignore_errors=True)
@@ -644,9 +646,11 @@ def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=
     lab_settings = settings.with_overrides(
         home=home, events_topic=topic, spark_jars_dir=settings.spark_jars_dir, kafka_jars_dir=settings.kafka_jars_dir,
         kafka_data_dir=settings.kafka_data_dir, kafka_bootstrap_servers=settings.kafka_bootstrap_servers,
-        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="", pipeline=pipeline)
-    ensure_topic(lab_settings, declared.source_topic(lab_settings))
-    return Lab(name, lab_settings, spark, declared, seed, logs, broker=broker)
+        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="", pipeline=spec)
+    target = declared(lab_settings, spec)
+    target.pipeline.require_generator("the chaos lab")
+    ensure_topic(lab_settings, target.topic)
+    return Lab(name, lab_settings, spark, target, seed, logs, broker=broker)
 
 
 def run_scenario(name: str, lab: Lab, plan: ChaosPlan) -> ScenarioResult:

@@ -36,7 +36,7 @@ from spark_apps.ops.compaction import Compaction, compact
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving.state import SERVING_STATE_TABLE
 from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
-from spark_apps.stream.job import StreamJob
+from spark_apps.target.resolution import target_of
 
 log = logging.getLogger(__name__)
 SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)
@@ -155,7 +155,7 @@ def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     """The streaming checkpoint agrees with ``audit.stream_commits``; a critical alert when it does not."""
     from pyspark.sql import functions as F
 
-    checkpoint = StreamJob(spark, settings, pipeline).checkpoint
+    checkpoint = target_of(settings, pipeline).checkpoint
     if not delta_log.has_commits(table_path(settings, pipeline.tables().store)):
         return Check(CHECKPOINT, True, f"no stream tables in {settings.warehouse_dir} yet")
     done_before = _last(lineage.committed_batches(checkpoint))

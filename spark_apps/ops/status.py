@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from spark_apps.core.settings import Settings
 from spark_apps.ops import supervisor
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.target.resolution import Target
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,9 @@ class PipelineStatus:
         return self.stream.healthy and (self.last_audit is None or self.last_audit.success)
 
 
-def observe_stream(settings: Settings, pipeline: Pipeline) -> supervisor.Health:
+def observe_stream(settings: Settings, target: Target) -> supervisor.Health:
     """The stream's health now, judged as a supervision round would judge it, without its side effects."""
-    scoped = settings.with_overrides(pipeline=pipeline.name)
-    return supervisor.observe(scoped, time.time(), pipeline.source_topic(scoped)).health
+    return supervisor.observe(settings, target, time.time()).health
 
 
 def last_audit(spark, settings: Settings, pipeline: Pipeline) -> LastAudit | None:
@@ -63,11 +63,11 @@ def last_audit(spark, settings: Settings, pipeline: Pipeline) -> LastAudit | Non
     return LastAudit(run.run_id, run.finished_at, bool(run.success), tuple(run.failed))
 
 
-def pipeline_status(spark, settings: Settings, pipeline: Pipeline) -> PipelineStatus:
+def pipeline_status(spark, settings: Settings, target: Target) -> PipelineStatus:
     from spark_apps.serving import state as serving
 
-    return PipelineStatus(pipeline.name, observe_stream(settings, pipeline), last_audit(spark, settings, pipeline),
-                          serving.current_modes(spark, settings, pipeline.name))
+    return PipelineStatus(target.name, observe_stream(settings, target), last_audit(spark, settings, target.pipeline),
+                          serving.current_modes(spark, settings, target.name))
 
 
 def as_json(status: PipelineStatus) -> dict:

@@ -32,8 +32,8 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
 from spark_apps.io.topics import LogState, describe_log
-from spark_apps.pipeline.declaration import load_pipeline
 from spark_apps.services.processes import cmdline, read_pid
+from spark_apps.target.resolution import Target
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
 # second), so the supervisor never starts a second query on the same checkpoint.
@@ -176,14 +176,14 @@ def assess(heartbeat: dict | None, process_alive: bool, log_end: dict[int, int],
     return health("ok", state + by_hand)
 
 
-def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Alert | None:
+def alert_for(health: Health, settings: Settings, target: Target, log_end: dict[int, int]) -> Alert | None:
     """The alert a verdict raises, if any; a restart still tells on-call, and its dedup key makes repeats one
     incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
     if health.status == "ok":
         return None
     critical = health.status in ("down", "stalled", "blind", "crash-loop", "rewound") or (
         health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
-    pipeline = settings.pipeline
+    pipeline = target.name
     anchor = "stream-down" if health.status == "started" else f"stream-{health.status}"
     return Alert(
         severity="critical" if critical else "warning",
@@ -194,13 +194,13 @@ def alert_for(health: Health, settings: Settings, log_end: dict[int, int]) -> Al
         offsets=health.lag_by_partition if health.lag_records is not None else dict(log_end),
         details={"status": health.status, "pid": health.pid, "lag_records": health.lag_records,
                  "heartbeat_age_s": health.heartbeat_age_s, "max_lag_records": settings.max_lag_records,
-                 "stream_stall_s": settings.stream_stall_s, "log_file": str(log_path(settings)),
-                 "heartbeat_file": str(heartbeat_path(settings, settings.pipeline))},
+                 "stream_stall_s": settings.stream_stall_s, "log_file": str(log_path(settings, target)),
+                 "heartbeat_file": str(heartbeat_path(settings, target.name))},
         runbook=runbook(anchor),
     )
 
 
-def dead_letter_alert(heartbeat: dict | None, settings: Settings) -> Alert | None:
+def dead_letter_alert(heartbeat: dict | None, settings: Settings, target: Target) -> Alert | None:
     """An alert when dead letters exceed their allowed share of what the stream read within the heartbeat's window
     (at least ``DEAD_LETTER_MIN_RECORDS`` records, so two bad records of three page nobody); critical above half,
     which is what a producer on a schema version the pipeline does not know looks like."""
@@ -208,14 +208,14 @@ def dead_letter_alert(heartbeat: dict | None, settings: Settings) -> Alert | Non
     if records < DEAD_LETTER_MIN_RECORDS or dead <= settings.dead_letter_max_ratio * records:
         return None
     return _window_alert(
-        heartbeat, settings, dead, records, "dead-letters", "audit.dead_letters", "dead-letter-ratio",
+        heartbeat, settings, target, dead, records, "dead-letters", "audit.dead_letters", "dead-letter-ratio",
         f"dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the last {seconds}s "
         f"(limit {settings.dead_letter_max_ratio:.1%})",
         {"records": records, "dead_letters": dead, "window_s": seconds,
          "dead_letter_max_ratio": settings.dead_letter_max_ratio})
 
 
-def future_event_alert(heartbeat: dict | None, settings: Settings) -> Alert | None:
+def future_event_alert(heartbeat: dict | None, settings: Settings, target: Target) -> Alert | None:
     """An alert when events of the heartbeat's window claim times more than ``future_skew_s`` after the broker
     appended them: a producer's clock or code is wrong, and reconciliation cannot see it (the batch reads the same
     times). Critical when they are more than half of what the stream read."""
@@ -223,7 +223,7 @@ def future_event_alert(heartbeat: dict | None, settings: Settings) -> Alert | No
     if not future:
         return None
     return _window_alert(
-        heartbeat, settings, future, records, "future-events", "silver.events", "future-events",
+        heartbeat, settings, target, future, records, "future-events", "silver.events", "future-events",
         f"read {future:,} of {records:,} events stamped more than {settings.future_skew_s}s after the broker "
         f"appended them, in the last {seconds}s",
         {"records": records, "future_events": future, "window_s": seconds, "future_skew_s": settings.future_skew_s})
@@ -235,25 +235,25 @@ def _window(heartbeat: dict | None, counted: str) -> tuple[int, int, int | None]
     return window.get("records") or 0, window.get(counted) or 0, window.get("seconds")
 
 
-def _window_alert(heartbeat: dict | None, settings: Settings, count: int, records: int, condition: str, table: str,
-                  anchor: str, what: str, details: dict) -> Alert:
+def _window_alert(heartbeat: dict | None, settings: Settings, target: Target, count: int, records: int,
+                  condition: str, table: str, anchor: str, what: str, details: dict) -> Alert:
     """A data problem of the heartbeat's window, critical when it is more than half of what the stream read."""
     return Alert(
         severity="critical" if count > records / 2 else "warning",
-        summary=f"stream {settings.pipeline} {what}",
+        summary=f"stream {target.name} {what}",
         source="supervisor",
-        dedup_key=f"stream:{settings.pipeline}:{condition}",
+        dedup_key=f"stream:{target.name}:{condition}",
         table=table,
-        offsets=committed_offsets(heartbeat, stream_topic(heartbeat, settings)) or {},
+        offsets=committed_offsets(heartbeat, stream_topic(heartbeat, settings, target.topic)) or {},
         details=details,
         runbook=runbook(anchor),
     )
 
 
-def window_alerts(heartbeat: dict | None, settings: Settings) -> list[Alert]:
+def window_alerts(heartbeat: dict | None, settings: Settings, target: Target) -> list[Alert]:
     """The data problems of the heartbeat's window that stream and batch agree on, so only the stream sees."""
-    return [alert for alert in (dead_letter_alert(heartbeat, settings), future_event_alert(heartbeat, settings))
-            if alert is not None]
+    found = (dead_letter_alert(heartbeat, settings, target), future_event_alert(heartbeat, settings, target))
+    return [alert for alert in found if alert is not None]
 
 
 def status_line(health: Health, pipeline: str) -> str:
@@ -268,24 +268,24 @@ def status_line(health: Health, pipeline: str) -> str:
 
 
 
-def pid_path(settings: Settings) -> Path:
-    return settings.run_dir / f"{settings.pipeline}.stream.pid"
+def pid_path(settings: Settings, target: Target) -> Path:
+    return settings.run_dir / f"{target.name}.stream.pid"
 
 
-def log_path(settings: Settings) -> Path:
-    return settings.log_dir / f"stream-{settings.pipeline}.log"
+def log_path(settings: Settings, target: Target) -> Path:
+    return settings.log_dir / f"stream-{target.name}.log"
 
 
-def _incidents_path(settings: Settings) -> Path:
-    return settings.run_dir / f"{settings.pipeline}.incidents.json"
+def _incidents_path(settings: Settings, target: Target) -> Path:
+    return settings.run_dir / f"{target.name}.incidents.json"
 
 
-def _restarts_path(settings: Settings) -> Path:
-    return settings.run_dir / f"{settings.pipeline}.restarts.json"
+def _restarts_path(settings: Settings, target: Target) -> Path:
+    return settings.run_dir / f"{target.name}.restarts.json"
 
 
-def _progress_path(settings: Settings) -> Path:
-    return settings.run_dir / f"{settings.pipeline}.supervisor.json"
+def _progress_path(settings: Settings, target: Target) -> Path:
+    return settings.run_dir / f"{target.name}.supervisor.json"
 
 
 def _read_json(path: Path) -> dict | None:
@@ -296,47 +296,47 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def read_heartbeat(settings: Settings) -> dict | None:
-    return _read_json(heartbeat_path(settings, settings.pipeline))
+def read_heartbeat(settings: Settings, target: Target) -> dict | None:
+    return _read_json(heartbeat_path(settings, target.name))
 
 
-def stream_pid(settings: Settings) -> int | None:
+def stream_pid(settings: Settings, target: Target) -> int | None:
     """The pid of the running supervised stream, or None."""
-    pid = read_pid(pid_path(settings))
+    pid = read_pid(pid_path(settings, target))
     if pid is None:
         return None
-    return pid if is_stream_command(cmdline(pid), settings.pipeline) else None
+    return pid if is_stream_command(cmdline(pid), target.spec) else None
 
 
-def stream_process_alive(settings: Settings) -> bool:
-    return stream_pid(settings) is not None
+def stream_process_alive(settings: Settings, target: Target) -> bool:
+    return stream_pid(settings, target) is not None
 
 
-def start_stream(settings: Settings) -> int:
+def start_stream(settings: Settings, target: Target) -> int:
     """Launch ``kappa stream --continuous`` detached from this process (its own session, so it outlives an Airflow
     task), output appended to the stream log; returns its pid, also written to the pid file."""
     settings.run_dir.mkdir(parents=True, exist_ok=True)
     settings.log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_path(settings), "ab") as log:
-        process = subprocess.Popen([sys.executable, *stream_command(settings.pipeline)],
+    with open(log_path(settings, target), "ab") as log:
+        process = subprocess.Popen([sys.executable, *stream_command(target.spec)],
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, env={**os.environ, **settings.as_env()})
-    pid_path(settings).write_text(f"{process.pid}\n")
+    pid_path(settings, target).write_text(f"{process.pid}\n")
     return process.pid
 
 
-def stop_stream(settings: Settings, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+def stop_stream(settings: Settings, target: Target, timeout_s: float = STOP_TIMEOUT_S) -> bool:
     """Stop the supervised stream: SIGTERM lets it finish cleanly; after ``timeout_s`` SIGKILL ends its whole
     session (the Python driver and its Spark JVM). True if it was running."""
-    pid = stream_pid(settings)
+    pid = stream_pid(settings, target)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        if not _wait_gone(pid, settings.pipeline, timeout_s):
+        if not _wait_gone(pid, target.spec, timeout_s):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            _wait_gone(pid, settings.pipeline, STOP_TIMEOUT_S)
-    pid_path(settings).unlink(missing_ok=True)
+            _wait_gone(pid, target.spec, STOP_TIMEOUT_S)
+    pid_path(settings, target).unlink(missing_ok=True)
     return pid is not None
 
 
@@ -362,14 +362,14 @@ class Observation:
     progress: dict | None  # ``track_progress``'s record, for the next round to judge a stall by
 
 
-def observe(settings: Settings, now: float, topic: str | None = None) -> Observation:
+def observe(settings: Settings, target: Target, now: float) -> Observation:
     """Judge the stream as a supervision round does, without acting on it (``kappa status`` shows this): ``blind``
     when the log cannot be read, ``rewound`` when the topic is not the log the stream read, else ``assess``.
     ``topic`` is the one the pipeline reads, for a stream that has not reported its own yet: before its first
     micro-batch, a stream's heartbeat names no topic, and the settings' events topic need not be the pipeline's."""
-    pid = stream_pid(settings)
-    heartbeat = read_heartbeat(settings)
-    topic = stream_topic(heartbeat, settings, topic)
+    pid = stream_pid(settings, target)
+    heartbeat = read_heartbeat(settings, target)
+    topic = stream_topic(heartbeat, settings, target.topic)
     log, blind = log_or_why_not(settings, topic)
     if log is None:
         return Observation(Health("blind", None, {}, None, blind, pid=pid), heartbeat, {}, None)
@@ -377,56 +377,58 @@ def observe(settings: Settings, now: float, topic: str | None = None) -> Observa
     if problem:
         return Observation(Health("rewound", None, {}, None, problem, pid=pid), heartbeat, log.log_end, None)
     lag = lag_by_partition(heartbeat, log.log_end, settings)
-    progress = track_progress(_read_json(_progress_path(settings)), pid, (heartbeat or {}).get("last_batch_id"),
+    progress = track_progress(_read_json(_progress_path(settings, target)), pid, (heartbeat or {}).get("last_batch_id"),
                               None if lag is None else sum(lag.values()), now)
-    started_at = pid_path(settings).stat().st_mtime if pid is not None else None
+    started_at = pid_path(settings, target).stat().st_mtime if pid is not None else None
     health = assess(heartbeat, pid is not None, log.log_end, now, settings, started_at_s=started_at,
                     behind_since_s=progress["since_s"] if progress else None)
     return Observation(replace(health, pid=pid), heartbeat, log.log_end, progress)
 
 
-def supervise(settings: Settings, start: bool = True) -> Health:
+def supervise(settings: Settings, target: Target, start: bool = True) -> Health:
     """One supervision round: judge the stream, start it when it is down (if ``start``), alert when unhealthy.
 
     Blind, it starts nothing: without the log end neither lag nor a restart can be judged. Rewound, it stops the
     stream and starts nothing: going on would skip or reread records."""
     now = time.time()
-    seen = observe(settings, now, load_pipeline(settings.pipeline).source_topic(settings))
+    seen = observe(settings, target, now)
     health = seen.health
     if health.status == "rewound":
-        stopped = stop_stream(settings) if health.pid is not None else False
+        stopped = stop_stream(settings, target) if health.pid is not None else False
         health = replace(health, detail=f"{health.detail}; "
                                         f"{'stopped the stream' if stopped else 'the stream is not running'}, "
                                         "started nothing")
     elif health.status != "blind":
-        _write_progress(settings, seen.progress)
+        _write_progress(settings, target, seen.progress)
         if health.status == "down" and start:
-            health = _restart(settings, health, now)
-    return _tell_on_call(settings, health, seen.log_end, *window_alerts(seen.heartbeat, settings))
+            health = _restart(settings, target, health, now)
+    return _tell_on_call(settings, target, health, seen.log_end, *window_alerts(seen.heartbeat, settings, target))
 
 
-def _restart(settings: Settings, health: Health, now: float) -> Health:
+def _restart(settings: Settings, target: Target, health: Health, now: float) -> Health:
     """Start the stream; the restarts within the crash-loop window decide whether this one is a crash loop."""
-    new_pid = start_stream(settings)
-    restarts = [*recent_restarts(_read_json(_restarts_path(settings)) or [], now, settings.crash_loop_window_s), now]
-    _restarts_path(settings).write_text(json.dumps(restarts))
+    new_pid = start_stream(settings, target)
+    earlier = _read_json(_restarts_path(settings, target)) or []
+    restarts = [*recent_restarts(earlier, now, settings.crash_loop_window_s), now]
+    _restarts_path(settings, target).write_text(json.dumps(restarts))
     looping = len(restarts) >= settings.crash_loop_restarts
     return replace(health, status="crash-loop" if looping else "started", pid=new_pid,
                    detail=f"{health.detail}; started pid {new_pid} (restart {len(restarts)} within "
-                          f"{settings.crash_loop_window_s}s), log {log_path(settings)}")
+                          f"{settings.crash_loop_window_s}s), log {log_path(settings, target)}")
 
 
-def _tell_on_call(settings: Settings, health: Health, log_end: dict[int, int], *more: Alert | None) -> Health:
+def _tell_on_call(settings: Settings, target: Target, health: Health, log_end: dict[int, int],
+                  *more: Alert | None) -> Health:
     """Page the verdict if it is a condition (and any ``more`` condition), and resolve every incident of an earlier
     round that has cleared."""
-    alerts = [a for a in (alert_for(health, settings, log_end), *more) if a is not None]
-    cleared, still_open = incident_changes(_read_json(_incidents_path(settings)) or [], alerts)
+    alerts = [a for a in (alert_for(health, settings, target, log_end), *more) if a is not None]
+    cleared, still_open = incident_changes(_read_json(_incidents_path(settings, target)) or [], alerts)
     for key in cleared:
         dispatch(settings, resolution(key, "supervisor", f"{key}; the stream is now {health.status}: {health.detail}"))
     for alert in alerts:
         dispatch(settings, alert)
-    _incidents_path(settings).parent.mkdir(parents=True, exist_ok=True)
-    _incidents_path(settings).write_text(json.dumps(still_open))
+    _incidents_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
+    _incidents_path(settings, target).write_text(json.dumps(still_open))
     return health
 
 
@@ -444,8 +446,8 @@ def log_or_why_not(settings: Settings, topic: str) -> tuple[LogState | None, str
     return log, ""
 
 
-def _write_progress(settings: Settings, progress: dict | None) -> None:
-    path = _progress_path(settings)
+def _write_progress(settings: Settings, target: Target, progress: dict | None) -> None:
+    path = _progress_path(settings, target)
     if progress is None:
         path.unlink(missing_ok=True)
         return

@@ -226,6 +226,7 @@ def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generat
     """Stream a new generation from offset 0 until caught up (or resume an interrupted build), beside the active one;
     refused (and alerted) when the log no longer starts at offset 0."""
     from spark_apps.stream.job import StreamJob
+    from spark_apps.target.resolution import target_of
 
     check_log_complete(spark, settings, pipeline.source_topic(settings), source=f"replay ({pipeline.name})",
                        what=f"replay of {pipeline.name}")
@@ -236,7 +237,7 @@ def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generat
     version = code_version()
     generations.record(spark, settings, [GenerationEvent(pipeline.name, name, BUILDING, spec, reason=reason,
                                                          code_version=version)])
-    job = StreamJob(spark, settings, pipeline, name)
+    job = StreamJob(spark, settings, target_of(settings, pipeline, name))
     log.info("replay %s: streaming %s from offset 0 into generation %s (checkpoint %s)", pipeline.name, job.topic,
              name, job.checkpoint)
     stats = job.run(until_caught_up=True)

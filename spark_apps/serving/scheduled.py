@@ -6,7 +6,8 @@ what the demo runs:
 1. a run id already in the ledger (an Airflow rerun of the same logical date) is reused, never recomputed, and
    never skipped: the rerun reports what the first attempt decided;
 2. else, when asked (``if_due``), the batch audits only if it is due *at* ``as_of`` (:func:`audit_due`);
-3. the auditor reconciles the active generation (:func:`spark_apps.audit.scheduled.reconcile_or_reuse`);
+3. the auditor reconciles the active generation, which the caller resolved
+   (:func:`spark_apps.audit.scheduled.reconcile_or_reuse`);
 4. when asked (``serve``), the serving state machine applies the verdict to every gold table.
 
 ``as_of`` is the moment the run stands for: the end of an Airflow run's data interval (``--as-of``). It chooses
@@ -28,7 +29,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state
 from spark_apps.serving.state import LAMBDA, Decision
-from spark_apps.target.generations import resolve
+from spark_apps.target.resolution import Target
 
 
 @dataclass(frozen=True)
@@ -94,11 +95,11 @@ def due_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
                      settings.kappa_audit_every_s)
 
 
-def reconcile(spark, settings: Settings, spec: str, *, run_id: str | None = None, as_of: dt.datetime | None = None,
-              if_due: bool = False, serve: bool = True, table: str | None = None, version: int | None = None,
-              only: list[str] | None = None, kind: str = "full") -> ScheduledReconciliation:
-    """Reconcile the active generation of pipeline ``spec`` (see the module's docstring for the steps)."""
-    pipeline, generation = resolve(spark, settings, spec)
+def reconcile(spark, settings: Settings, target: Target, *, run_id: str | None = None,
+              as_of: dt.datetime | None = None, if_due: bool = False, serve: bool = True, table: str | None = None,
+              version: int | None = None, only: list[str] | None = None, kind: str = "full") -> ScheduledReconciliation:
+    """Reconcile ``target``, the active generation of its pipeline (see the module's docstring for the steps)."""
+    pipeline, generation = target.pipeline, target.generation
     due = None
     if if_due and not (run_id and ledger.run_rows(spark, settings, run_id)):
         due = due_at(spark, settings, pipeline, generation, as_of)

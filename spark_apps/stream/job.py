@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut, stream_store
@@ -51,6 +50,7 @@ from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_a
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
+from spark_apps.target.resolution import Target
 from spark_apps.transforms.events import high_water_marks, per_partition, touched_keys
 from spark_apps.transforms.store import EPOCH, LATE, commit_row, on_time_winners
 
@@ -99,14 +99,15 @@ class BatchStats:
 class StreamJob:
     """Builds the store and its views, checks the checkpoint against them, runs the query."""
 
-    def __init__(self, spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> None:
+    def __init__(self, spark, settings: Settings, target: Target) -> None:
         self.spark = spark
         self.settings = settings
-        self.pipeline = pipeline
-        self.generation = generation
-        self.tables: TableNames = pipeline.tables(generation)
-        self.topic = pipeline.source_topic(settings)
-        self.checkpoint: Path = checkpoint_path(settings, pipeline.name, pipeline.table_prefix, generation)
+        self.target = target
+        self.pipeline: Pipeline = target.pipeline
+        self.generation = target.generation
+        self.tables: TableNames = target.tables
+        self.topic = target.topic
+        self.checkpoint: Path = target.checkpoint
         self.faults = FaultPlan(settings.fault_inject)
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
         self.fence = CheckpointFence(self.checkpoint)
@@ -116,11 +117,11 @@ class StreamJob:
         # The id of the topic this checkpoint reads (recorded at its first start); the heartbeat carries it.
         self.topic_id: str | None = None
         self.stats: list[BatchStats] = []
-        self.lateness = pipeline.lateness_rule(settings)
+        self.lateness = target.lateness
         # Under the high-water-mark lateness rule: per partition, the mark the committed records leave (epoch
         # microseconds), read from the store at the first batch and advanced by each batch after it.
         self.high_water: dict[int, int] | None = None
-        self.store = stream_store.store_path(settings, pipeline, generation)
+        self.store = stream_store.store_path(settings, target.pipeline, target.generation)
         # The store's columns and the folds its rows are written for, read once the store is ensured: every batch
         # shapes its rows, and reads any of them back, by it.
         self.layout: stream_store.StoreLayout | None = None

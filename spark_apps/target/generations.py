@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
-from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 
 GENERATIONS_TABLE = "audit.generations"
 SCHEMA = ("pipeline string, generation string, status string, pipeline_spec string, previous_generation string, "
@@ -187,12 +186,3 @@ def record(spark, settings: Settings, events: list[GenerationEvent]) -> None:
 def active(spark, settings: Settings, pipeline: str) -> str:
     return active_generation(read(spark, settings, pipeline))
 
-
-def resolve(spark, settings: Settings, spec: str) -> tuple[Pipeline, str]:
-    """The pipeline code and generation that ``kappa stream`` keeps and ``kappa reconcile`` audits: the active
-    generation, built by the spec its replay recorded (e.g. new gold definitions), else by ``spec``."""
-    pipeline = load_pipeline(spec)
-    events = read(spark, settings, pipeline.name)
-    generation = active_generation(events)
-    chosen = spec_for(events, generation, spec)
-    return (pipeline if chosen == spec else load_pipeline(chosen)), generation

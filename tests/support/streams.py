@@ -10,6 +10,7 @@ from spark_apps.io.producer import produce
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from spark_apps.stream.job import StreamJob
+from spark_apps.target.resolution import target_of
 
 # Crash points of the shared restarted stream: every stage of foreachBatch, in different batches: after Spark
 # committed the batch's state but before the store's commit, after that commit, and before Spark's own commit.
@@ -44,7 +45,7 @@ def produce_hard_cases(settings: Settings, total: int = 3000, seed: int = 3) -> 
 
 
 def run_stream(spark, settings: Settings, fault: str = "") -> StreamJob:
-    job = StreamJob(spark, settings.with_overrides(fault_inject=fault), PIPELINE)
+    job = StreamJob(spark, settings.with_overrides(fault_inject=fault), target_of(settings, PIPELINE))
     job.run(until_caught_up=True)
     return job
 

@@ -32,7 +32,7 @@ def story(kafka_broker, spark, settings, tmp_path_factory) -> dict:
         first = lab.launch("--continuous")
         first.wait_started()
         with pytest.raises(FencedOut) as fenced:
-            StreamJob(spark, lab.settings, lab.pipeline).prepare()
+            StreamJob(spark, lab.settings, lab.target).prepare()
         told.update(fenced=str(fenced.value), first_pid=first.pid, first_survived=first.alive())
         kill_at_random_moment(lab, first)
         kill_at_stage(lab, "before_checkpoint_commit")
@@ -43,11 +43,11 @@ def story(kafka_broker, spark, settings, tmp_path_factory) -> dict:
         lab.produce(100)
         failing = planned_batches(lab.checkpoint)[-1] + 1
         with pytest.raises(StreamFailed) as full:
-            StreamJob(spark, lab.settings.with_overrides(fault_inject=f"after_parse@{failing}:enospc"),
-                      lab.pipeline).run()
+            enospc = lab.settings.with_overrides(fault_inject=f"after_parse@{failing}:enospc")
+            StreamJob(spark, enospc, lab.target).run()
         told.update(disk_full=str(full.value), failing=failing,
                     committed_after_failure=committed_batches(lab.checkpoint))
-        StreamJob(spark, lab.settings, lab.pipeline).run()  # space returned
+        StreamJob(spark, lab.settings, lab.target).run()  # space returned
         told["verdict"] = verify(lab)
 
         before = store_version(lab)
@@ -55,7 +55,7 @@ def story(kafka_broker, spark, settings, tmp_path_factory) -> dict:
         shutil.move(lab.checkpoint, kept)
         try:
             with pytest.raises(CheckpointMismatch) as refused:
-                StreamJob(spark, lab.settings, lab.pipeline).prepare()
+                StreamJob(spark, lab.settings, lab.target).prepare()
             told.update(refused=str(refused.value), versions=(before, store_version(lab)),
                         after_refusal=check_tables(spark, lab.settings, lab.pipeline, lab.manifests))
         finally:

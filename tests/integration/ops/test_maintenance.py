@@ -19,6 +19,7 @@ from spark_apps.io.topics import admin_client, ensure_topic, partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.maintenance import CHECKPOINT, LOG_RETENTION, check_checkpoint, check_log_retention, maintain
 from spark_apps.stream.job import APP_ID_FILE, StreamJob
+from spark_apps.target.resolution import target_of
 from spark_apps.transforms.store import commit_row
 
 pytestmark = pytest.mark.integration
@@ -66,7 +67,7 @@ def record_batch(spark, settings, topic: str, batch_id: int, end: dict[int, int]
 
 def commit_checkpoint(spark, settings, batch_id: int) -> None:
     """A checkpoint of this app that committed ``batch_id`` (the files the check reads)."""
-    checkpoint = StreamJob(spark, settings, PIPELINE).checkpoint
+    checkpoint = StreamJob(spark, settings, target_of(settings, PIPELINE)).checkpoint
     (checkpoint / "commits").mkdir(parents=True, exist_ok=True)
     (checkpoint / APP_ID_FILE).write_text(APP_ID + "\n")
     (checkpoint / "commits" / str(batch_id)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')

@@ -26,6 +26,7 @@ from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS, ORDER_STATUS, SES
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 from spark_apps.pipeline.lateness import HIGH_WATER_MARK, Lateness, LatenessRule
 from spark_apps.stream.job import StreamFailed, StreamJob
+from spark_apps.target.resolution import target_of
 from spark_apps.transforms.events import lateness_flag
 from tests.support.expected import UTC, as_utc
 from tests.support.records import iso, send, sensor_reading
@@ -81,7 +82,8 @@ def test_seed_003_full_outer_join_retracts_orphans_as_their_partners_arrive(spar
     send(config, topic, [(str(num), json.dumps(marketplace_event(side, str(num), at[minute], num * 1000)).encode())
                          for side, num, minute in arrivals])
 
-    job = StreamJob(spark, config, Pipeline(name="seed003", schema=SCHEMA, gold_tables=(ORDER_STATUS,)))
+    pipeline = Pipeline(name="seed003", schema=SCHEMA, gold_tables=(ORDER_STATUS,))
+    job = StreamJob(spark, config, target_of(config, pipeline))
     job.run(until_caught_up=True)
     assert len(job.stats) == 6, "one micro-batch per event"
 
@@ -118,7 +120,8 @@ def test_an_on_time_event_that_bridges_two_sessions_merges_them(spark, settings,
               marketplace_event(PAYMENT_CAPTURED, "o1", bridge, 100, customer="c7")]
     send(config, topic, [(e["order_id"], json.dumps(e).encode()) for e in events])
 
-    job = StreamJob(spark, config, Pipeline(name="sessions", schema=SCHEMA, gold_tables=(CUSTOMER_SESSIONS,)))
+    pipeline = Pipeline(name="sessions", schema=SCHEMA, gold_tables=(CUSTOMER_SESSIONS,))
+    job = StreamJob(spark, config, target_of(config, pipeline))
     job.run(until_caught_up=True)
     assert len(job.stats) == 2, "the two sessions in one micro-batch, the bridging event in the next"
 
@@ -161,10 +164,10 @@ def test_a_winner_displaced_from_a_session_splits_it_while_added_events_extend_t
                  (1, marketplace_event(ORDER_PLACED, "o2", at(200), 100, customer="c8")),
                  (1, marketplace_event(ORDER_PLACED, "o3", at(400), 100, customer="c8")),
                  (1, marketplace_event(ORDER_PLACED, "o4", at(0), 100, customer="c9"))])
-        StreamJob(spark, config, pipeline).run()
+        StreamJob(spark, config, target_of(config, pipeline)).run()
         produce([(0, marketplace_event(ORDER_PLACED, "o2", at(600), 300, customer="c8")),
                  (0, marketplace_event(ORDER_PLACED, "o5", at(100), 100, customer="c9"))])
-        job = StreamJob(spark, config, pipeline)
+        job = StreamJob(spark, config, target_of(config, pipeline))
         job.run()
     finally:
         producer.close()
@@ -194,7 +197,7 @@ def test_a_pipeline_declared_only_in_the_tests_runs_through_the_same_engine(spar
                              "schema_version": 1, "device_id": "dev-c", "celsius_tenths": -3000}).encode()
     send(config, pipeline.topic, [*values, ("dev-c", b'{"reading_id": "r9", '), ("dev-c", below_zero)])
 
-    job = StreamJob(spark, config, pipeline)
+    job = StreamJob(spark, config, target_of(config, pipeline))
     job.run(until_caught_up=True)
 
     table = lambda name: read_stream_table(spark, config, name, pipeline)  # noqa: E731
@@ -229,9 +232,9 @@ def test_a_record_earlier_in_the_log_that_arrives_in_a_later_batch_takes_the_id_
     producer = KafkaProducer(bootstrap_servers=config.kafka_bootstrap_servers)
     try:
         producer.send(pipeline.topic, key=b"dev-b", value=reading("dev-b", 100), partition=1).get(timeout=30)
-        StreamJob(spark, config, pipeline).run()
+        StreamJob(spark, config, target_of(config, pipeline)).run()
         producer.send(pipeline.topic, key=b"dev-a", value=reading("dev-a", 250), partition=0).get(timeout=30)
-        job = StreamJob(spark, config, pipeline)
+        job = StreamJob(spark, config, target_of(config, pipeline))
         job.run()
     finally:
         producer.close()
@@ -263,7 +266,7 @@ def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconci
                                                                                       b'"fare": 12.505')
     send(config, pipeline.topic, [*values, ("north", too_precise), ("north", values[1][1])])
 
-    StreamJob(spark, config, pipeline).run(until_caught_up=True)
+    StreamJob(spark, config, target_of(config, pipeline)).run(until_caught_up=True)
     run = audit(spark, config, pipeline)
 
     assert run.success, run.verdicts
@@ -296,8 +299,8 @@ def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in
     send(config, pipeline.topic, [*history, *live, *stragglers])
 
     with pytest.raises(StreamFailed):
-        StreamJob(spark, config.with_overrides(fault_inject="after_write@1"), pipeline).run()
-    job = StreamJob(spark, config, pipeline)
+        StreamJob(spark, config.with_overrides(fault_inject="after_write@1"), target_of(config, pipeline)).run()
+    job = StreamJob(spark, config, target_of(config, pipeline))
     job.run()
     run = audit(spark, config, pipeline)
 

@@ -31,6 +31,7 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.stream.job import StreamJob
 from spark_apps.target import generations
+from spark_apps.target.resolution import declared, resolve
 from tests.support.records import send, sensor_reading
 from tests.support.streams import add_to_gold, fresh_stream_settings, produce_hard_cases, read_stream_table
 from tests.support.topics import delete_topics
@@ -113,7 +114,7 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
     for name, spec in SPECS.items():
         other = next(n for n in SPECS if n != name)
         before = snapshot(spark, local, other)
-        outcome = reconcile(spark, local, spec, run_id=f"{name}.exact")
+        outcome = reconcile(spark, local, resolve(spark, local, spec), run_id=f"{name}.exact")
         assert outcome.reconciliation.success, outcome.reconciliation.lines
         assert snapshot(spark, local, other) == before, f"{name}'s audit moved {other}"
 
@@ -122,7 +123,7 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
         assert sorted(decisions) == served_tables(name)
         assert {d.mode for d in decisions.values()} == {serving.KAPPA}, decisions
         assert {d.run_id for d in decisions.values()} == {f"{name}.exact"}
-    statuses = [pipeline_status(spark, local, PIPELINES[name]) for name in SPECS]
+    statuses = [pipeline_status(spark, local, declared(local, SPECS[name])) for name in SPECS]
     assert {(s.pipeline, s.last_audit.run_id, s.last_audit.success) for s in statuses} == {
         (name, f"{name}.exact", True) for name in SPECS}
     screen = render(statuses, dt.datetime.now())
@@ -146,7 +147,7 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
 
     produce_round(local, 1)
     for name in SPECS:
-        StreamJob(spark, local, PIPELINES[name], generations.active(spark, local, name)).run(until_caught_up=True)
+        StreamJob(spark, local, resolve(spark, local, SPECS[name])).run(until_caught_up=True)
     assert not reconcile_pages(spark, local), "nothing paged while both pipelines were exact"
     # Per pipeline: the gold table to corrupt, the change, and the key column whose least value picks the rows.
     corruptions = {SENSORS.name: ("device_hourly", "readings", "device_id"),
@@ -158,7 +159,7 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
         active = PIPELINES[name].tables(generations.active(spark, local, name)).gold(gold)
         least = read_stream_table(spark, local, active, PIPELINES[name]).agg(F.min(key)).first()[0]
         add_to_gold(spark, local, active, column, 1, {key: least}, PIPELINES[name])
-        failed = reconcile(spark, local, SPECS[name], run_id=f"{name}.corrupted")
+        failed = reconcile(spark, local, resolve(spark, local, SPECS[name]), run_id=f"{name}.corrupted")
         assert not failed.reconciliation.success
         decision = serving.current(spark, local, name)[table]
         assert (decision.mode, decision.previous_mode) == (serving.LAMBDA, serving.KAPPA)
@@ -168,7 +169,8 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
         assert all(dedup.startswith(f"reconcile:{name}:") for _, dedup in new), new
         assert snapshot(spark, local, other) == before, f"{name}'s failed audit moved {other}"
 
-    screen = render([pipeline_status(spark, local, p) for p in PIPELINES.values()], dt.datetime.now())
+    statuses = [pipeline_status(spark, local, declared(local, spec)) for spec in SPECS.values()]
+    screen = render(statuses, dt.datetime.now())
     for name, (gold, _, _) in corruptions.items():
         line = next(line for line in screen.splitlines() if line.startswith(name))
         assert "FAILED" in line and gold in line, screen

@@ -23,6 +23,7 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 from spark_apps.target import generations
 from spark_apps.target.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
+from spark_apps.target.resolution import resolve
 from tests.support.streams import (
     add_to_gold,
     fresh_stream_settings,
@@ -135,7 +136,7 @@ def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_c
     assert served_sources(spark) == {serving.serving_view(t): f"{t}__g1" for t in GOLD}
     assert same_rows(spark.table(REVENUE_VIEW), read(spark, local, "gold.merchant_revenue__g1"))
     assert "net_units" in spark.table(REVENUE_VIEW).columns
-    assert generations.resolve(spark, local, PIPELINE.name)[1] == "g1", "stream and audit follow the active one"
+    assert resolve(spark, local, PIPELINE.name).generation == "g1", "stream and audit follow the active one"
     events = generations.read(spark, local, PIPELINE.name)
     retried = replay.run_action(spark, local, CHANGED, "", "reconcile", "g1", run_id="replay.g1.exact",
                                 reason="net in whole units", swap_after=True)

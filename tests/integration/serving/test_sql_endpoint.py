@@ -25,6 +25,7 @@ from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
 from spark_apps.serving.scheduled import reconcile
 from spark_apps.serving.sql_endpoint import beeline_command
 from spark_apps.stream.job import StreamJob
+from spark_apps.target.resolution import resolve, target_of
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
 from tests.support.topics import delete_topics
 
@@ -52,7 +53,7 @@ def platform(kafka_broker, spark, settings, sql_endpoint, tmp_path_factory):
         serving_exact_runs=1, serving_min_span_s=0, trigger_interval_s=0.5)
     produce_hard_cases(local, total=300, seed=61)
     run_stream(spark, local)
-    outcome = reconcile(spark, local, PIPELINE.name, run_id="sql.exact")
+    outcome = reconcile(spark, local, resolve(spark, local, PIPELINE.name), run_id="sql.exact")
     assert outcome.reconciliation.success, outcome.reconciliation.lines
     assert {d.mode for d in outcome.decisions} == {serving.KAPPA}
     yield local
@@ -76,7 +77,7 @@ def read_every_view(cursor) -> tuple[dict, dict[str, int]]:
 def test_every_read_of_all_serving_views_reflects_one_cut_while_the_stream_moves_it(spark, platform, session):
     first, _ = read_every_view(session)
     assert first["follows"] == serving_cut.FOLLOWS_STREAM
-    job = StreamJob(spark, platform, PIPELINE)
+    job = StreamJob(spark, platform, target_of(platform, PIPELINE))
     query = job.start(until_caught_up=False)
     reads: list[tuple[dict, dict[str, int]]] = []
     try:
@@ -168,7 +169,7 @@ def test_beeline_and_dbt_over_the_endpoint_read_serving_gold_and_marts_by_name(s
 def test_a_cutover_and_a_replay_swap_are_seen_by_a_session_opened_before_them(spark, platform, session):
     """After the fallback, an exact run of new stream batches cuts every table over to the stream again, and a replay
     swaps serving to a new generation: the session opened at the start reads each change at its next statement."""
-    outcome = reconcile(spark, platform, PIPELINE.name, run_id="sql.cutover")
+    outcome = reconcile(spark, platform, resolve(spark, platform, PIPELINE.name), run_id="sql.cutover")
     assert outcome.reconciliation.success and {d.mode for d in outcome.decisions} == {serving.KAPPA}
     cut, _ = read_every_view(session)
     assert cut["follows"] == serving_cut.FOLLOWS_STREAM and cut["generation"] == ""

@@ -29,7 +29,7 @@ def full_disk(kafka_broker, spark, settings, tmp_path_factory) -> dict:
     try:
         with small_tmpfs(lab.settings.warehouse_dir, TMPFS_MB) as warehouse:
             lab.produce(300)
-            StreamJob(spark, lab.settings, lab.pipeline).run()
+            StreamJob(spark, lab.settings, lab.target).run()
             committed_before = committed_batches(lab.checkpoint)
             versions_before = store_version(lab)
 
@@ -37,13 +37,13 @@ def full_disk(kafka_broker, spark, settings, tmp_path_factory) -> dict:
             told: dict = {"free_when_full": free_bytes(warehouse)}
             lab.produce(200)
             with pytest.raises(StreamFailed) as full:
-                StreamJob(spark, lab.settings, lab.pipeline).run()
+                StreamJob(spark, lab.settings, lab.target).run()
             told.update(failure=str(full.value), committed_before=committed_before,
                         committed_after=committed_batches(lab.checkpoint), planned=planned_batches(lab.checkpoint),
                         versions=(versions_before, store_version(lab)))
 
             filler.unlink()
-            StreamJob(spark, lab.settings, lab.pipeline).run()
+            StreamJob(spark, lab.settings, lab.target).run()
             told["verdict"] = verify(lab)
             yield told
     except CannotMount as refused:

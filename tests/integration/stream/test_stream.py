@@ -15,6 +15,7 @@ from spark_apps.io.topics import describe_log
 from spark_apps.marketplace.generator import Manifest
 from spark_apps.marketplace.pipeline import PIPELINE, SESSION_GAP_S, WINDOW_S
 from spark_apps.stream.job import STREAM_SESSION_CONF, CheckpointMismatch, StreamJob
+from spark_apps.target.resolution import target_of
 from tests.support.expected import as_utc, customer_sessions, merchant_revenue, order_status
 from tests.support.streams import FAULTS, read_stream_table
 
@@ -137,7 +138,7 @@ def test_a_deleted_checkpoint_with_kept_tables_is_refused(spark, restarted_strea
     shutil.move(job.checkpoint, kept)
     try:
         with pytest.raises(CheckpointMismatch, match="the checkpoint is missing but the tables record batches"):
-            StreamJob(spark, job.settings, PIPELINE).prepare()
+            StreamJob(spark, job.settings, target_of(job.settings, PIPELINE)).prepare()
         assert not job.checkpoint.exists(), "a refused start must not leave a fresh checkpoint behind"
         assert read_stream_table(spark, job.settings, job.tables.bronze).count() == bronze_rows
     finally:
@@ -151,7 +152,7 @@ def test_a_checkpoint_of_another_run_is_refused(spark, restarted_stream):
     app_file.write_text("kappa-marketplace-someone-else\n")
     try:
         with pytest.raises(CheckpointMismatch, match="a reset checkpoint would skip data"):
-            StreamJob(spark, job.settings, PIPELINE).prepare()
+            StreamJob(spark, job.settings, target_of(job.settings, PIPELINE)).prepare()
     finally:
         app_file.write_text(original)
 
@@ -166,7 +167,7 @@ def test_a_topic_recreated_under_the_stream_is_refused_before_a_record_is_read(s
     try:
         with pytest.raises(LogRewound, match=f"topic {job.topic} has id .* but the stream read the topic with id "
                                              "11111111-2222-3333-4444-555555555555: it was deleted and recreated"):
-            StreamJob(spark, job.settings, PIPELINE).prepare()
+            StreamJob(spark, job.settings, target_of(job.settings, PIPELINE)).prepare()
         assert read_stream_table(spark, job.settings, job.tables.commits).count() == commits
     finally:
         source.write_text(original)

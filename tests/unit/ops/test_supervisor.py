@@ -27,6 +27,7 @@ from spark_apps.ops.supervisor import (
     stream_process_alive,
     track_progress,
 )
+from spark_apps.target.resolution import Target, declared
 
 NOW = 1_800_000_000.0
 TOPIC = "shop.events"
@@ -35,6 +36,11 @@ TOPIC = "shop.events"
 @pytest.fixture
 def settings(tmp_path) -> Settings:
     return Settings(home=tmp_path, events_topic=TOPIC, stream_stall_s=600, max_lag_records=100)
+
+
+@pytest.fixture
+def target(settings) -> Target:
+    return declared(settings)
 
 
 def beat(committed: dict[int, int] | None, age_s: float = 2.0, active: bool = True, batch: int | None = 3) -> dict:
@@ -139,9 +145,9 @@ def test_progress_is_tracked_from_the_first_look_at_a_stream_behind_until_a_batc
     ("lagging", 1000, "warning", "stream-lagging"),
     ("lagging", 1001, "critical", "stream-lagging"),
 ])
-def test_every_unhealthy_status_raises_one_alert_keyed_by_pipeline_and_status(settings, status, lag, severity,
+def test_every_unhealthy_status_raises_one_alert_keyed_by_pipeline_and_status(settings, target, status, lag, severity,
                                                                                anchor):
-    alert = alert_for(Health(status, lag, {0: lag}, 4.0, "why", pid=12), settings, {0: 5000})
+    alert = alert_for(Health(status, lag, {0: lag}, 4.0, "why", pid=12), settings, target, {0: 5000})
     assert (alert.severity, alert.source, alert.dedup_key) == (severity, "supervisor", f"stream:marketplace:{status}")
     assert alert.runbook == f"docs/runbook.md#{anchor}"
     assert alert.offsets == {0: lag}
@@ -149,13 +155,13 @@ def test_every_unhealthy_status_raises_one_alert_keyed_by_pipeline_and_status(se
     assert alert.details["log_file"] == str(settings.log_dir / "stream-marketplace.log")
 
 
-def test_an_alert_without_a_known_lag_carries_the_log_end_offsets(settings):
-    alert = alert_for(Health("down", None, {}, None, "gone"), settings, {0: 5000, 1: 4000})
+def test_an_alert_without_a_known_lag_carries_the_log_end_offsets(settings, target):
+    alert = alert_for(Health("down", None, {}, None, "gone"), settings, target, {0: 5000, 1: 4000})
     assert alert.offsets == {0: 5000, 1: 4000}
 
 
-def test_a_healthy_stream_raises_no_alert(settings):
-    assert alert_for(Health("ok", 0, {0: 0}, 1.0, "caught up"), settings, {0: 10}) is None
+def test_a_healthy_stream_raises_no_alert(settings, target):
+    assert alert_for(Health("ok", 0, {0: 0}, 1.0, "caught up"), settings, target, {0: 10}) is None
 
 
 def test_only_the_stream_command_line_of_the_pipeline_is_taken_for_the_stream():
@@ -166,55 +172,55 @@ def test_only_the_stream_command_line_of_the_pipeline_is_taken_for_the_stream():
     assert not is_stream_command([], "marketplace")
 
 
-def test_a_reused_pid_of_a_live_process_that_is_not_the_stream_is_not_taken_for_it(settings):
-    pid_path(settings).parent.mkdir(parents=True)
-    pid_path(settings).write_text(f"{os.getpid()}\n")
-    assert not stream_process_alive(settings)
-    assert not supervisor.stop_stream(settings)
-    assert not pid_path(settings).exists()
+def test_a_reused_pid_of_a_live_process_that_is_not_the_stream_is_not_taken_for_it(settings, target):
+    pid_path(settings, target).parent.mkdir(parents=True)
+    pid_path(settings, target).write_text(f"{os.getpid()}\n")
+    assert not stream_process_alive(settings, target)
+    assert not supervisor.stop_stream(settings, target)
+    assert not pid_path(settings, target).exists()
 
 
-def test_supervise_starts_a_stream_that_is_down_and_warns(settings, monkeypatch):
+def test_supervise_starts_a_stream_that_is_down_and_warns(settings, target, monkeypatch):
     alerts, started = [], []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
-    monkeypatch.setattr(supervisor, "start_stream", lambda s: started.append(s) or 4242)
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: started.append(s) or 4242)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    health = supervisor.supervise(settings)
+    health = supervisor.supervise(settings, target)
     assert (health.status, health.pid, started) == ("started", 4242, [settings])
     assert [(a.severity, a.dedup_key) for a in alerts] == [("warning", "stream:marketplace:started")]
     assert health.detail.endswith(f"started pid 4242 (restart 1 within 3600s), log "
                                   f"{settings.log_dir / 'stream-marketplace.log'}")
 
 
-def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settings, monkeypatch):
+def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settings, target, monkeypatch):
     alerts, clock = [], iter([1000.0, 1600.0, 2200.0, 9000.0])
     looping = settings.with_overrides(crash_loop_restarts=3, crash_loop_window_s=3600)
     monkeypatch.setattr(supervisor.time, "time", lambda: next(clock))
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
-    monkeypatch.setattr(supervisor, "start_stream", lambda s: s.run_dir.mkdir(parents=True, exist_ok=True) or 4242)
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: s.run_dir.mkdir(parents=True, exist_ok=True) or 4242)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    statuses = [supervisor.supervise(looping).status for _ in range(4)]
+    statuses = [supervisor.supervise(looping, target).status for _ in range(4)]
     assert statuses == ["started", "started", "crash-loop", "started"], "the fourth is an hour after the first two"
     raised = [a for a in alerts if not a.resolves]
     assert [(a.severity, a.dedup_key) for a in raised][2] == ("critical", "stream:marketplace:crash-loop")
     assert raised[2].runbook.endswith("#stream-crash-loop") and "restart 3 within 3600s" in raised[2].summary
 
 
-def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_holds(settings, monkeypatch):
+def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_holds(settings, target, monkeypatch):
     alerts, running = [], []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
-    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77 if running else None)
-    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77 if running else None)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {
         "written_at_epoch_s": supervisor.time.time(), "end_offsets": {"shop.events": {"0": 10}}} if running else None)
-    assert supervisor.supervise(settings, start=False).status == "down"
-    assert supervisor.supervise(settings, start=False).status == "down"
+    assert supervisor.supervise(settings, target, start=False).status == "down"
+    assert supervisor.supervise(settings, target, start=False).status == "down"
     running.append(True)
-    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
-    pid_path(settings).write_text("77\n")
-    assert supervisor.supervise(settings, start=False).status == "ok"
-    assert supervisor.supervise(settings, start=False).status == "ok"
+    pid_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings, target).write_text("77\n")
+    assert supervisor.supervise(settings, target, start=False).status == "ok"
+    assert supervisor.supervise(settings, target, start=False).status == "ok"
     assert [(a.dedup_key, a.resolves) for a in alerts] == [
         ("stream:marketplace:down", False), ("stream:marketplace:down", False), ("stream:marketplace:down", True)]
 
@@ -229,18 +235,18 @@ def test_incident_changes_resolve_what_was_open_and_is_not_raised_again():
         ["stream:p:stalled"], ["stream:p:dead-letters"])
 
 
-def healthy_rounds(settings, monkeypatch, *heartbeats: dict) -> list[Alert]:
+def healthy_rounds(settings, target, monkeypatch, *heartbeats: dict) -> list[Alert]:
     """One supervision round of a running, caught-up stream per heartbeat, each judged ok; what was dispatched."""
     alerts: list[Alert] = []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 500}))
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
     monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
-    pid_path(settings).parent.mkdir(parents=True, exist_ok=True)
-    pid_path(settings).write_text("77\n")
+    pid_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings, target).write_text("77\n")
     for heartbeat in heartbeats:
         (settings.run_dir / "marketplace.heartbeat.json").write_text(json.dumps(heartbeat))
-        assert supervisor.supervise(settings, start=False).status == "ok"
+        assert supervisor.supervise(settings, target, start=False).status == "ok"
     return alerts
 
 
@@ -248,22 +254,23 @@ def windowed(records: int, dead: int) -> dict:
     return {**beat({0: 500}), "window": {"seconds": 900, "records": records, "dead_letters": dead}}
 
 
-def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(settings):
-    assert dead_letter_alert(windowed(1000, 50), settings) is None, "5% is the default limit, not over it"
-    warning = dead_letter_alert(windowed(1000, 51), settings)
+def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(settings, target):
+    assert dead_letter_alert(windowed(1000, 50), settings, target) is None, "5% is the default limit, not over it"
+    warning = dead_letter_alert(windowed(1000, 51), settings, target)
     assert (warning.severity, warning.dedup_key, warning.table) == (
         "warning", "stream:marketplace:dead-letters", "audit.dead_letters")
     assert warning.summary == ("stream marketplace dead-lettered 51 of 1,000 records (5.1%) in the last 900s "
                                "(limit 5.0%)")
     assert warning.runbook.endswith("#dead-letter-ratio") and warning.offsets == {0: 500}
-    assert dead_letter_alert(windowed(1000, 1000), settings).severity == "critical", "a producer on a new schema"
-    assert dead_letter_alert(windowed(99, 99), settings) is None, "too few records to judge"
-    assert dead_letter_alert(beat({0: 5}), settings) is None, "a heartbeat without a window"
+    assert dead_letter_alert(windowed(1000, 1000), settings, target).severity == "critical", \
+        "a producer on a new schema"
+    assert dead_letter_alert(windowed(99, 99), settings, target) is None, "too few records to judge"
+    assert dead_letter_alert(beat({0: 5}), settings, target) is None, "a heartbeat without a window"
 
 
 def test_a_supervision_round_raises_the_dead_letter_alert_next_to_a_healthy_verdict_and_resolves_it(
-        settings, monkeypatch):
-    alerts = healthy_rounds(settings, monkeypatch, windowed(1000, 900), windowed(1000, 0))
+        settings, target, monkeypatch):
+    alerts = healthy_rounds(settings, target, monkeypatch, windowed(1000, 900), windowed(1000, 0))
     assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
         ("stream:marketplace:dead-letters", "critical", False), ("stream:marketplace:dead-letters", "info", True)]
 
@@ -272,12 +279,12 @@ def test_recent_restarts_keep_only_those_within_the_window():
     assert recent_restarts([50.0, 10.0, 400.0, 100.0], now_s=400.0, window_s=300) == [100.0, 400.0]
 
 
-def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settings, monkeypatch):
+def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settings, target, monkeypatch):
     alerts = []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
-    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    assert supervisor.supervise(settings, start=False).status == "down"
+    assert supervisor.supervise(settings, target, start=False).status == "down"
     assert [(a.severity, a.dedup_key) for a in alerts] == [("critical", "stream:marketplace:down")]
 
 
@@ -285,7 +292,7 @@ def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settin
     (BrokerError("cannot reach Kafka at 127.0.0.1:1"), "cannot read the log end of shop.events from "),
     ({}, "topic shop.events has no partitions on "),
 ])
-def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings, monkeypatch, log_end, why):
+def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings, target, monkeypatch, log_end, why):
     alerts = []
 
     def unreadable(s, topic):
@@ -294,9 +301,9 @@ def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings
         return logged(log_end)(s, topic)
 
     monkeypatch.setattr(supervisor, "read_log", unreadable)
-    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    health = supervisor.supervise(settings)
+    health = supervisor.supervise(settings, target)
     assert health.status == "blind" and not health.healthy and health.detail.startswith(why)
     assert [(a.severity, a.dedup_key, a.runbook.rsplit("#", 1)[1]) for a in alerts] == [
         ("critical", "stream:marketplace:blind", "stream-blind")]
@@ -309,7 +316,7 @@ def test_cli_supervise_prints_one_status_line_and_exits_non_zero_when_unhealthy(
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
     calls = []
     monkeypatch.setattr(supervisor, "supervise",
-                        lambda s, start: calls.append(start) or Health(status, 5, {0: 5}, 3.0, "why", pid=9))
+                        lambda s, t, start: calls.append(start) or Health(status, 5, {0: 5}, 3.0, "why", pid=9))
     assert main(["supervise", "--no-start"]) == code
     assert calls == [False]
     assert capsys.readouterr().out == f"stream marketplace: {status} (pid 9, lag 5 records, heartbeat 3s old) - why\n"
@@ -325,37 +332,37 @@ def test_cli_supervise_stop_without_a_supervised_stream_says_so(monkeypatch, cap
     ("id-new", {0: 900}, "topic shop.events has id id-new, but the stream read the topic with id id-old"),
     ("id-old", {0: 4}, "the offsets of topic shop.events went backwards (partition 0 ends at 4 but was read to 500)"),
 ])
-def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(settings, monkeypatch, topic_id_now,
-                                                                              log_end, why):
+def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(settings, target, monkeypatch,
+                                                                              topic_id_now, log_end, why):
     alerts, stopped = [], []
     monkeypatch.setattr(supervisor, "read_log", logged(log_end, topic_id_now))
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
-    monkeypatch.setattr(supervisor, "stop_stream", lambda s: stopped.append(s) or True)
-    monkeypatch.setattr(supervisor, "start_stream", lambda s: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
+    monkeypatch.setattr(supervisor, "stop_stream", lambda s, t: stopped.append(s) or True)
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {**beat({0: 500}), "topic_id": "id-old"})
-    health = supervisor.supervise(settings)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {**beat({0: 500}), "topic_id": "id-old"})
+    health = supervisor.supervise(settings, target)
     assert (health.status, health.healthy, stopped) == ("rewound", False, [settings])
     assert health.detail.startswith(why) and health.detail.endswith("stopped the stream, started nothing")
     assert [(a.severity, a.dedup_key, a.runbook.rsplit("#", 1)[1]) for a in alerts] == [
         ("critical", "stream:marketplace:rewound", "stream-rewound")]
 
 
-def test_a_heartbeat_without_a_topic_id_is_judged_by_its_offsets_only(settings, monkeypatch):
+def test_a_heartbeat_without_a_topic_id_is_judged_by_its_offsets_only(settings, target, monkeypatch):
     monkeypatch.setattr(supervisor, "read_log", logged({0: 500}, "id-any"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
-    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: beat({0: 500}))
-    assert supervisor.supervise(settings, start=False).status != "rewound"
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: beat({0: 500}))
+    assert supervisor.supervise(settings, target, start=False).status != "rewound"
 
 
-def test_observing_a_rewound_topic_reports_it_and_stops_nothing(settings, monkeypatch):
+def test_observing_a_rewound_topic_reports_it_and_stops_nothing(settings, target, monkeypatch):
     """What `kappa status` shows: the supervisor's verdict, without its actions."""
     monkeypatch.setattr(supervisor, "read_log", logged({0: 900}, "id-new"))
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
-    monkeypatch.setattr(supervisor, "stop_stream", lambda s: pytest.fail("observing must not stop the stream"))
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
+    monkeypatch.setattr(supervisor, "stop_stream", lambda s, t: pytest.fail("observing must not stop the stream"))
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: pytest.fail("observing must not page"))
-    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {**beat({0: 500}), "topic_id": "id-old"})
-    seen = supervisor.observe(settings, NOW)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {**beat({0: 500}), "topic_id": "id-old"})
+    seen = supervisor.observe(settings, target, NOW)
     assert (seen.health.status, seen.health.pid, seen.log_end) == ("rewound", 77, {0: 900})
     assert seen.health.detail.startswith("topic shop.events has id id-new, but the stream read the topic with id")
 
@@ -365,21 +372,22 @@ def future(records: int, ahead: int) -> dict:
                                          "future_events": ahead}}
 
 
-def test_events_stamped_past_the_skew_after_their_append_warn_and_page_when_they_are_most_of_the_window(settings):
-    assert future_event_alert(future(1000, 0), settings) is None
-    assert future_event_alert(beat({0: 5}), settings) is None, "a heartbeat without a window"
-    warning = future_event_alert(future(1000, 3), settings)
+def test_events_stamped_past_the_skew_after_their_append_warn_and_page_when_they_are_most_of_the_window(
+        settings, target):
+    assert future_event_alert(future(1000, 0), settings, target) is None
+    assert future_event_alert(beat({0: 5}), settings, target) is None, "a heartbeat without a window"
+    warning = future_event_alert(future(1000, 3), settings, target)
     assert (warning.severity, warning.dedup_key, warning.table) == (
         "warning", "stream:marketplace:future-events", "silver.events")
     assert warning.summary == ("stream marketplace read 3 of 1,000 events stamped more than 300s after the broker "
                                "appended them, in the last 900s")
     assert warning.runbook.endswith("#future-events") and warning.offsets == {0: 500}
-    assert future_event_alert(future(1000, 501), settings).severity == "critical", "a producer's clock is wrong"
+    assert future_event_alert(future(1000, 501), settings, target).severity == "critical", "a producer's clock is wrong"
 
 
 def test_a_supervision_round_raises_the_future_event_alert_and_resolves_it_when_the_window_holds_none(
-        settings, monkeypatch):
-    alerts = healthy_rounds(settings, monkeypatch, future(1000, 4), future(1000, 0))
+        settings, target, monkeypatch):
+    alerts = healthy_rounds(settings, target, monkeypatch, future(1000, 4), future(1000, 0))
     assert [(a.dedup_key, a.severity, a.resolves) for a in alerts] == [
         ("stream:marketplace:future-events", "warning", False), ("stream:marketplace:future-events", "info", True)]
 
@@ -388,14 +396,14 @@ def test_before_its_first_batch_a_stream_of_a_pipeline_with_its_own_topic_is_jud
         settings, monkeypatch):
     """Its heartbeat has the topic's id but no offsets yet: the settings' events topic is not the one it reads."""
     asked, stopped = [], []
-    sensors = settings.with_overrides(pipeline="tests.support.sensor_pipeline:PIPELINE")
+    sensors = declared(settings, "tests.support.sensor_pipeline:PIPELINE")
     monkeypatch.setattr(supervisor, "read_log", lambda s, topic: asked.append(topic) or LogState(topic, "id-sensors",
                                                                                                   {0: (0, 40)}))
-    monkeypatch.setattr(supervisor, "stream_pid", lambda s: 77)
-    monkeypatch.setattr(supervisor, "stop_stream", lambda s: stopped.append(s) or True)
+    monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
+    monkeypatch.setattr(supervisor, "stop_stream", lambda s, t: stopped.append(s) or True)
     monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
-    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s: {**beat(None), "topic_id": "id-sensors"})
-    pid_path(sensors).parent.mkdir(parents=True, exist_ok=True)
-    pid_path(sensors).write_text("77\n")
-    health = supervisor.supervise(sensors, start=False)
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {**beat(None), "topic_id": "id-sensors"})
+    pid_path(settings, sensors).parent.mkdir(parents=True, exist_ok=True)
+    pid_path(settings, sensors).write_text("77\n")
+    health = supervisor.supervise(settings, sensors, start=False)
     assert asked == ["sensors.readings"] and health.status != "rewound" and not stopped

@@ -11,6 +11,7 @@ from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.declaration import GoldTable, Pipeline, load_pipeline
 from spark_apps.pipeline.determinism import NonDeterministicPlan, assert_deterministic
 from spark_apps.stream.job import StreamJob
+from spark_apps.target.resolution import target_of
 
 
 def silver_events(spark, schema=SCHEMA):
@@ -101,7 +102,7 @@ def test_the_marketplace_and_the_test_pipeline_are_accepted(spark, settings):
 
 
 def test_the_stream_refuses_to_start_before_creating_any_table(spark, isolated_home):
-    job = StreamJob(spark, isolated_home, pipeline_with(with_column(F.current_timestamp)))
+    job = StreamJob(spark, isolated_home, target_of(isolated_home, pipeline_with(with_column(F.current_timestamp))))
     with pytest.raises(NonDeterministicPlan, match="current_timestamp"):
         job.prepare()
     assert not list(isolated_home.warehouse_dir.glob("*.db/*")), "a refused pipeline leaves no table behind"
