@@ -18,11 +18,12 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
-.PHONY: help install jars up sql airflow down demo test chaos bench lint docs clean tools cluster-up cluster-down cluster-test
+.PHONY: help install jars up sql airflow down demo test unit chaos bench lint docs clean tools cluster-up cluster-down cluster-test
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
 	@echo "make test   - run the test suite (starts and stops its own broker and Spark)"
+	@echo "make unit   - run the unit tests alone: pure logic, no JVM, no jars, no server (under a minute)"
 	@echo "make up     - start the embedded Kafka broker and the catalog database;  make down - stop what make started"
 	@echo "make sql    - start the SQL endpoint (Spark Thrift Server) on 127.0.0.1; prints its JDBC URL"
 	@echo "make airflow - start Airflow (SQLite, loopback only) with the DAGs in dags/; prints URL and login"
@@ -107,6 +108,9 @@ demo: install jars
 
 test: install jars
 	@$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+unit: install
+	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 chaos: install jars
 	@$(KAPPA) chaos

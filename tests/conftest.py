@@ -68,9 +68,10 @@ def settings(session_settings: Settings) -> Settings:
     return session_settings
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def catalog_database(session_settings: Settings):
-    """The session's own catalog database: every Spark process a test starts registers its tables there."""
+    """The session's own catalog database: every Spark process a test starts registers its tables there. The
+    session's SparkSession and every integration, DAG and cluster test use it; a unit test never starts it."""
     from spark_apps.services.catalog_server import CatalogServer
     from tests.support.post_mortem import SERVICES
 
@@ -97,7 +98,7 @@ def kafka_broker(settings: Settings):
 
 
 @pytest.fixture(scope="session")
-def spark(settings: Settings):
+def spark(settings: Settings, catalog_database):
     from spark_apps.io.spark_session import LOG4J_CONFIG, get_spark
     from tests.support.post_mortem import SERVICES
 

@@ -14,6 +14,13 @@ from tests.support.streams import FAULTS, StreamRun, fresh_stream_settings, prod
 from tests.support.webhook import WebhookReceiver
 
 
+@pytest.fixture(autouse=True)
+def catalog(catalog_database):
+    """Every integration test may start a Spark process (a `kappa` command, an Airflow task), which registers its
+    tables in the session's catalog database."""
+    return catalog_database
+
+
 @pytest.fixture(scope="session")
 def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> Iterator[StreamRun]:
     """Every hard case, streamed in several micro-batches by a job killed at each stage and restarted."""
