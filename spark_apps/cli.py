@@ -233,7 +233,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.serving.scheduled import reconcile
+    from spark_apps.ops.scheduled_audit import reconcile
 
     if args.version is not None and args.table is None:
         raise PlatformError("--version needs --table (the stream table whose version to audit)")

@@ -37,11 +37,11 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.io.producer import produce
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic, partition_offsets
+    from spark_apps.ops.scheduled_audit import reconcile
     from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.services.catalog_server import CatalogServer
     from spark_apps.serving.dbt_runner import run_action
-    from spark_apps.serving.scheduled import reconcile
     from spark_apps.stream.job import StreamJob
     from spark_apps.target import generations
     from spark_apps.target.resolution import active_of, declared

@@ -24,11 +24,11 @@ from spark_apps.io import stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import ensure_topic
 from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
+from spark_apps.ops.scheduled_audit import reconcile
 from spark_apps.ops.status import pipeline_status, render
 from spark_apps.pipeline.declaration import load_pipeline
 from spark_apps.serving import replay
 from spark_apps.serving import state as serving
-from spark_apps.serving.scheduled import reconcile
 from spark_apps.stream.job import StreamJob
 from spark_apps.target import generations
 from spark_apps.target.resolution import declared, resolve

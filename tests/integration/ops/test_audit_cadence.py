@@ -11,7 +11,7 @@ import pytest
 from spark_apps.audit import ledger
 from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.serving.scheduled import audit_due
+from spark_apps.ops.scheduled_audit import audit_due
 from spark_apps.serving.state import KAPPA, last_audit_at
 
 pytestmark = pytest.mark.integration

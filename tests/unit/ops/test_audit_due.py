@@ -2,7 +2,7 @@
 
 import datetime as dt
 
-from spark_apps.serving.scheduled import Due, ScheduledReconciliation, audit_due
+from spark_apps.ops.scheduled_audit import Due, ScheduledReconciliation, audit_due
 from spark_apps.serving.state import KAPPA, LAMBDA
 
 AS_OF = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)

@@ -4,7 +4,7 @@ object alone."""
 from pathlib import Path
 
 from spark_apps.audit.scheduled import Reconciliation
-from spark_apps.serving.scheduled import Due, ScheduledReconciliation
+from spark_apps.ops.scheduled_audit import Due, ScheduledReconciliation
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 
 SUMMARY = {"run_id": "kappa_marketplace_reconcile.20260301T080000Z", "success": True, "tables": []}
