@@ -521,7 +521,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _chaos(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.lab.chaos import ChaosPlan, run_chaos
+    from spark_apps.lab.chaos import run_chaos
+    from spark_apps.lab.scenario import ChaosPlan
 
     target = _declared(args, settings)
     target.pipeline.require_generator("the chaos lab (its checker compares the tables with the manifests)")
@@ -563,7 +564,7 @@ def _class_archive(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from spark_apps.lab.chaos import SCENARIOS
+    from spark_apps.lab.scenario import SCENARIO_NAMES
     from spark_apps.services.kafka_tools import TOOLS as KAFKA_TOOLS
     from spark_apps.serving.dbt_runner import COMMANDS
 
@@ -739,7 +740,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "prove every scenario exact (exit 1 if one is not)")
     chaos.add_argument("--kills", type=_positive_int, default=20,
                        help="kill -9 of the stream in kill_stream (default 20; every third by the fault hook)")
-    chaos.add_argument("--scenario", action="append", choices=tuple(SCENARIOS),
+    chaos.add_argument("--scenario", action="append", choices=SCENARIO_NAMES,
                        help="run only this scenario (repeatable; default: all)")
     chaos.add_argument("--seed", type=int, default=7, help="seed of the kill moments and the generator (default 7)")
     chaos.add_argument("--events", type=_positive_int, default=1000,

@@ -15,13 +15,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from spark_apps.alerts.alert import Alert
 from spark_apps.core.secret import MASK
 from spark_apps.core.settings import Settings
-
-if TYPE_CHECKING:
-    from spark_apps.alerts.dispatch import Alert
 
 log = logging.getLogger(__name__)
 BACKOFF_S = 0.5  # wait before retry n: BACKOFF_S * n

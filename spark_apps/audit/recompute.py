@@ -13,7 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import raise_alert
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from spark_apps.audit.diff import KINDS, WINDOW_COLUMN
+from spark_apps.audit.verdict import AuditRun, TableVerdict
 from spark_apps.core.html import escape, link, mark, page
 from spark_apps.core.paths import dbt_docs_index, latest_report_path, report_path
 from spark_apps.core.settings import Settings
 
-if TYPE_CHECKING:
-    from spark_apps.audit.run import AuditRun, TableVerdict
 
 def bucket_strip(verdict: TableVerdict, width: int = 900, height: int = 28) -> str:
     """One cell per comparison bucket, green when stream and batch agree, red when not."""

@@ -16,11 +16,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
-from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import raise_alert
 from spark_apps.audit import incremental, ledger
 from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, TableDiff, diff_table
 from spark_apps.audit.expectations import SuiteOutcome, Validator
@@ -34,11 +33,11 @@ from spark_apps.audit.recompute import (
     stream_tables,
     table_versions,
 )
+from spark_apps.audit.verdict import AuditRun, ContractCheck, TableVerdict
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import table_path
-from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.parallel_writes import in_parallel
 from spark_apps.io.spark_session import INTERPRETED_MAX_RECORDS, execution_for
 from spark_apps.pipeline.declaration import Pipeline
@@ -51,59 +50,6 @@ CONTRACT_LABEL = "contract.record_counts"
 # A full run over at most this many log records diffs the next table while GX validates one, as an incremental run
 # does: its queries are small, and one at a time they leave a core idle.
 DIFF_AHEAD_MAX_RECORDS = INTERPRETED_MAX_RECORDS
-
-
-@dataclass(frozen=True)
-class ContractCheck:
-    """One equation of the record-count contract, e.g. bronze = candidates + dead letters."""
-
-    name: str
-    left: int
-    right: int
-
-    @property
-    def ok(self) -> bool:
-        return self.left == self.right
-
-
-@dataclass
-class TableVerdict:
-    table: StreamTable
-    version: int
-    snapshot_version: int
-    diff: TableDiff
-    gx: SuiteOutcome
-    not_compared: str = ""  # why an incremental run compared no row of the table
-
-    @property
-    def stream_equals_batch(self) -> bool:
-        return self.diff.exact and self.gx.stream_equals_batch
-
-    @property
-    def success(self) -> bool:
-        return self.stream_equals_batch and self.gx.quality_ok
-
-
-@dataclass
-class AuditRun:
-    run_id: str
-    pipeline: str
-    position: StreamPosition
-    snapshot: Snapshot
-    started_at: dt.datetime
-    verdicts: list[TableVerdict] = field(default_factory=list)
-    contract: list[ContractCheck] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
-    docs_url: str = ""
-    report_path: Path | None = None
-    as_of: dt.datetime | None = None  # the moment a scheduled run stands for (its data interval's end)
-    kind: str = ledger.FULL
-    builds_on: str = ""  # the verified run an incremental run extended
-    kind_reason: str = ""
-
-    @property
-    def success(self) -> bool:
-        return all(v.success for v in self.verdicts) and all(c.ok for c in self.contract)
 
 
 def new_run_id() -> str:

@@ -53,6 +53,7 @@ from spark_apps.core.waiting import poll, wait_for
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summary_line
+from spark_apps.lab.scenario import ChaosPlan, ScenarioResult
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
 from spark_apps.services.processes import free_port
@@ -85,52 +86,6 @@ STOP_TIMEOUT_S = 300.0
 
 class ScenarioFailed(PlatformError):
     """A scenario's expectation did not hold; the message says which and what happened instead."""
-
-
-@dataclass(frozen=True)
-class ChaosPlan:
-    kills: int = 20
-    events: int = 1000
-    seed: int = 7
-    scenarios: tuple[str, ...] = ()
-    # The pipeline put through the scenarios, by name or module:attribute (empty: the settings' pipeline); it must
-    # declare a generator.
-    pipeline: str = ""
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.scenarios) - set(SCENARIOS))
-        if unknown:
-            raise PlatformError(f"unknown chaos scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
-        if not self.scenarios:
-            object.__setattr__(self, "scenarios", tuple(SCENARIOS))
-
-
-@dataclass
-class ScenarioResult:
-    """What one scenario did and whether the platform stayed exact; the JSON report holds these."""
-
-    name: str
-    passed: bool
-    kills: int
-    records: int
-    launches: int
-    duration_s: float
-    reconciled: bool | None
-    lost: int | None
-    duplicated: int | None
-    unexpected: int | None
-    notes: list[str]
-    kill_log: list[dict]
-    check: dict | None
-    error: str = ""
-
-    def line(self) -> str:
-        counts = ("checker not run" if self.lost is None else
-                  f"lost={self.lost} duplicated={self.duplicated} unexpected={self.unexpected}")
-        verdict = {True: "reconciled", False: "NOT reconciled", None: "reconcile not run"}[self.reconciled]
-        failed = f": {self.error}" if self.error else ""
-        return (f"{self.name:20s} {'PASS' if self.passed else 'FAIL'} kills {self.kills}, {self.records:,} records, "
-                f"{verdict}, {counts}, {self.duration_s:.0f}s{failed}")
 
 
 # ---- one scenario's world -------------------------------------------------------------------------------------------
@@ -617,13 +572,8 @@ class _Counter(logging.Handler):
 
 
 SCENARIOS: dict[str, Callable[[Lab, ChaosPlan], None]] = {
-    "kill_stream": kill_stream,
-    "broker_restart": broker_restart,
-    "zombie_writer": zombie_writer,
-    "concurrent_optimize": concurrent_optimize,
-    "disk_full": disk_full,
-    "checkpoint_deleted": checkpoint_deleted,
-}
+    scenario.__name__: scenario
+    for scenario in (kill_stream, broker_restart, zombie_writer, concurrent_optimize, disk_full, checkpoint_deleted)}
 
 
 # ---- running ------------------------------------------------------------------------------------------------------

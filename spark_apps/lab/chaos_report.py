@@ -9,13 +9,9 @@ import datetime as dt
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from spark_apps.core.html import BAD, CHART_WIDTH, GOOD, LABEL_WIDTH, escape, hbars, mark, page
-
-if TYPE_CHECKING:
-    from spark_apps.lab.chaos import ChaosPlan, ScenarioResult
-
+from spark_apps.lab.scenario import ChaosPlan, ScenarioResult
 
 
 def summary(plan: ChaosPlan, results: list[ScenarioResult], duration_s: float) -> dict:

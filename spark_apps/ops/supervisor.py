@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from spark_apps.alerts.dispatch import Alert, dispatch, resolution, runbook
+from spark_apps.alerts.alert import Alert, resolution, runbook
+from spark_apps.alerts.dispatch import dispatch
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import heartbeat_path
 from spark_apps.core.settings import Settings

@@ -13,7 +13,8 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
-from spark_apps.alerts.dispatch import Alert, dispatch, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import dispatch
 from spark_apps.core.settings import Settings
 
 

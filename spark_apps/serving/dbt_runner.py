@@ -24,7 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import raise_alert
 from spark_apps.audit.ledger import latest_runs
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import dbt_log, dbt_target

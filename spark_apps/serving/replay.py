@@ -23,7 +23,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import raise_alert
 from spark_apps.audit import ledger
 from spark_apps.audit.recompute import check_log_complete
 from spark_apps.core.paths import report_path

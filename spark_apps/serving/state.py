@@ -15,7 +15,8 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from spark_apps.alerts.dispatch import Alert, raise_alert, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import raise_alert
 from spark_apps.audit.ledger import FULL, LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path

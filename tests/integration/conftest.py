@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_apps.audit.run import AuditRun, audit
+from spark_apps.audit.run import audit
+from spark_apps.audit.verdict import AuditRun
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.stream.job import StreamFailed

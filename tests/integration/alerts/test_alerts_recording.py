@@ -7,16 +7,15 @@ import json
 
 import pytest
 
+from spark_apps.alerts.alert import Alert, runbook
 from spark_apps.alerts.dispatch import (
     ALERTS_TABLE,
-    Alert,
     alert_line,
     dispatch,
     outbox_line,
     raise_alert,
     recent_alerts,
     record_pending,
-    runbook,
 )
 from spark_apps.cli import main
 from spark_apps.core.settings import Settings

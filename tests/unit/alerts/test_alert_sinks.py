@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from spark_apps.alerts import sinks as alert_sinks
-from spark_apps.alerts.dispatch import Alert, resolution, runbook
+from spark_apps.alerts.alert import Alert, resolution, runbook
 from spark_apps.alerts.sinks import Delivery, deliver, pagerduty_payload, slack_payload, webhook_payload
 from spark_apps.core.settings import Settings
 from spark_apps.services.processes import free_port

@@ -8,7 +8,8 @@ import logging
 import re
 from pathlib import Path
 
-from spark_apps.alerts.dispatch import Alert, alert_line, dispatch, outbox_line, outbox_rows, runbook
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import alert_line, dispatch, outbox_line, outbox_rows
 from spark_apps.alerts.sinks import Delivery
 from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.processes import free_port

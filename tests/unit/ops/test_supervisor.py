@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from spark_apps.alerts.dispatch import Alert
+from spark_apps.alerts.alert import Alert
 from spark_apps.cli import main
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import Settings
