@@ -90,6 +90,7 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
 def _sql(args: argparse.Namespace, settings: Settings) -> int:
     import subprocess
 
+    from spark_apps.io.spark_session import sql_endpoint_conf
     from spark_apps.serving.sql_endpoint import SqlEndpoint, beeline_command, jdbc_url
 
     if args.beeline_args and args.action != "beeline":
@@ -97,7 +98,7 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
                             "beeline passes its arguments on)")
     endpoint = SqlEndpoint(settings)
     if args.action == "start":
-        endpoint.start()
+        endpoint.start(sql_endpoint_conf(settings))
         print(f"SQL endpoint running: {jdbc_url(settings)} (pid {endpoint.pid()}, log {endpoint.log_file}); "
               "connect with `kappa sql beeline`")
     elif args.action == "stop":

@@ -47,6 +47,16 @@ def execution_for(spark, records: int) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
+def sql_endpoint_conf(settings: Settings) -> dict[str, str]:
+    """The SQL endpoint's Spark settings: the platform's session settings, with Delta and the Kafka connector on the
+    driver's own class path, since the Thrift Server builds its session catalog (Delta's) before ``spark.jars``
+    reach its class loader."""
+    conf = session_conf(settings)
+    conf["spark.driver.extraClassPath"] = ":".join(
+        [conf["spark.driver.extraClassPath"], *(str(jar) for jar in spark_jars(settings))])
+    return conf
+
+
 def spark_jars(settings: Settings) -> list[Path]:
     """Delta and the Kafka connector, fetched by ``make jars``."""
     jars = sorted(settings.spark_jars_dir.glob("*.jar"))

@@ -16,16 +16,8 @@ from pathlib import Path
 
 from spark_apps.core.errors import BrokerError
 from spark_apps.core.settings import PROJECT_ROOT, Settings
-from spark_apps.core.waiting import poll
-from spark_apps.services.processes import (
-    java_binary,
-    port_in_use,
-    process_alive,
-    read_pid,
-    runs_with_argument,
-    stop_process,
-    terminate_with_parent,
-)
+from spark_apps.services.daemon import Daemon
+from spark_apps.services.processes import java_binary, port_in_use
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "kafka" / "log4j2.properties"
 STOP_TIMEOUT_S = 30.0
@@ -184,20 +176,16 @@ class EmbeddedBroker:
         self.stop_with_parent = stop_with_parent
         self.quorum = quorum
         self.node = quorum.node(node_id) if quorum else single_node(settings)
+        self.daemon = Daemon("broker", self.paths.pid_file, str(self.paths.config_file),
+                             self.paths.log_dir / "server.log", STOP_TIMEOUT_S)
 
     @property
     def bootstrap_servers(self) -> str:
         return self.node.address
 
     def pid(self) -> int | None:
-        """The pid of our running broker, or None (a stale pid file is removed)."""
-        pid = read_pid(self.paths.pid_file)
-        if pid is None:
-            return None
-        if process_alive(pid) and runs_with_argument(pid, str(self.paths.config_file)):
-            return pid
-        self.paths.pid_file.unlink(missing_ok=True)
-        return None
+        """The pid of our running broker, or None."""
+        return self.daemon.pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -240,15 +228,9 @@ class EmbeddedBroker:
         self.paths.config_file.write_text(server_properties(self.settings, self.paths, self.node, self.quorum))
         if not self.paths.formatted_marker.exists():
             self._format(java, classpath)
-        stdout = open(self.paths.log_dir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child process
-        process = subprocess.Popen(
+        return self.daemon.launch(
             [java, *self._jvm_options(), "-cp", classpath, "kafka.Kafka", str(self.paths.config_file)],
-            stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=terminate_with_parent if self.stop_with_parent else None,
-        )
-        stdout.close()
-        self.paths.pid_file.write_text(str(process.pid))
-        return process
+            output=self.paths.log_dir / "stdout.log", stop_with_parent=self.stop_with_parent)
 
     def _jvm_options(self) -> list[str]:
         heap = self.settings.kafka_heap
@@ -280,9 +262,6 @@ class EmbeddedBroker:
 
         def answers() -> bool:
             nonlocal last_error
-            if process is not None and process.poll() is not None:
-                raise BrokerError(f"the broker exited with code {process.returncode} while starting; "
-                                  f"see {self.paths.log_dir / 'server.log'}")
             if not port_in_use(self.node.host, self.node.port):
                 return False
             try:
@@ -292,7 +271,7 @@ class EmbeddedBroker:
                 last_error = str(exc) or type(exc).__name__
                 return False
 
-        if poll(answers, self.settings.kafka_start_timeout_s, every_s=0.25):
+        if self.daemon.wait_ready(process, answers, self.settings.kafka_start_timeout_s, BrokerError):
             return
         raise BrokerError(f"the broker did not answer on {self.bootstrap_servers} within "
                           f"{self.settings.kafka_start_timeout_s:.0f}s ({last_error}); "
@@ -300,12 +279,7 @@ class EmbeddedBroker:
 
     def stop(self) -> bool:
         """Stop the broker cleanly (SIGTERM, then SIGKILL after a timeout). True if it was running."""
-        pid = self.pid()
-        if pid is None:
-            return False
-        stop_process(pid, str(self.paths.config_file), STOP_TIMEOUT_S)
-        self.paths.pid_file.unlink(missing_ok=True)
-        return True
+        return self.daemon.stop()
 
 
 def _describe_cluster(bootstrap_servers: str) -> None:

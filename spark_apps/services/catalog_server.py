@@ -9,22 +9,13 @@ file and log under ``catalog_dir``.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
-from spark_apps.core.waiting import poll
-from spark_apps.services.processes import (
-    java_binary,
-    port_in_use,
-    process_alive,
-    read_pid,
-    runs_with_argument,
-    stop_process,
-    terminate_with_parent,
-)
+from spark_apps.services.daemon import Daemon
+from spark_apps.services.processes import java_binary, port_in_use
 
 STOP_TIMEOUT_S = 30.0
 # The metastore's database inside the server's home; its tables are created by the first client that needs them.
@@ -76,20 +67,17 @@ class CatalogServer:
         self.settings = settings
         self.paths = CatalogPaths(settings.catalog_dir)
         self.stop_with_parent = stop_with_parent
+        # Derby keeps its databases under its system home; the option also tells our server's process apart.
+        self.daemon = Daemon("catalog database server", self.paths.pid_file,
+                             f"-Dderby.system.home={self.paths.root}", self.paths.log_file, STOP_TIMEOUT_S)
 
     @property
     def address(self) -> str:
         return f"{self.settings.catalog_host}:{self.settings.catalog_port}"
 
     def pid(self) -> int | None:
-        """The pid of our running server, or None (a stale pid file is removed)."""
-        pid = read_pid(self.paths.pid_file)
-        if pid is None:
-            return None
-        if process_alive(pid) and runs_with_argument(pid, self._home_option()):
-            return pid
-        self.paths.pid_file.unlink(missing_ok=True)
-        return None
+        """The pid of our running server, or None."""
+        return self.daemon.pid()
 
     def answers(self) -> bool:
         """Whether something accepts connections on the catalog's address, whoever started it."""
@@ -107,39 +95,21 @@ class CatalogServer:
             raise CatalogError(f"the catalog's Derby jars are missing in {self.settings.catalog_jars_dir}; "
                                "run `make jars`")
         self.paths.root.mkdir(parents=True, exist_ok=True)
-        process = subprocess.Popen(
-            [java_binary(), "-Xmx256m", "-Djava.awt.headless=true", self._home_option(),
+        process = self.daemon.launch(
+            [java_binary(), "-Xmx256m", "-Djava.awt.headless=true", self.daemon.marker,
              f"-Dderby.stream.error.file={self.paths.log_file}",
              "-cp", f"{self.settings.catalog_jars_dir}/*", SERVER_CLASS, "start",
              "-h", self.settings.catalog_host, "-p", str(self.settings.catalog_port), "-noSecurityManager"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=terminate_with_parent if self.stop_with_parent else None,
-        )
-        self.paths.pid_file.write_text(str(process.pid))
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise CatalogError(f"the catalog database server exited with code {process.returncode} while "
-                                   f"starting; see {self.paths.log_file}")
-            return self.answers()
-
-        if not poll(ready, self.settings.catalog_start_timeout_s, every_s=0.2):
+            stop_with_parent=self.stop_with_parent)
+        if not self.daemon.wait_ready(process, self.answers, self.settings.catalog_start_timeout_s, CatalogError,
+                                      every_s=0.2):
             self.stop()
             raise CatalogError(f"the catalog database server did not accept connections on {self.address} within "
                                f"{self.settings.catalog_start_timeout_s:.0f}s; see {self.paths.log_file}")
 
     def stop(self) -> bool:
         """Stop the server (SIGTERM, then SIGKILL after a timeout). True if it was running."""
-        pid = self.pid()
-        if pid is None:
-            return False
-        stop_process(pid, self._home_option(), STOP_TIMEOUT_S)
-        self.paths.pid_file.unlink(missing_ok=True)
-        return True
-
-    def _home_option(self) -> str:
-        """Derby keeps its databases under its system home; the option also tells our server's process apart."""
-        return f"-Dderby.system.home={self.paths.root}"
+        return self.daemon.stop()
 
 
 def require_running(settings: Settings) -> None:

@@ -24,7 +24,6 @@ from typing import Any
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import ENV_PREFIX, Settings
-from spark_apps.core.waiting import poll
 from spark_apps.services.broker import (
     STOP_TIMEOUT_S,
     EmbeddedBroker,
@@ -32,14 +31,8 @@ from spark_apps.services.broker import (
     KafkaQuorum,
     new_cluster_id,
 )
-from spark_apps.services.processes import (
-    port_in_use,
-    process_alive,
-    read_pid,
-    runs_with_argument,
-    stop_process,
-    terminate_with_parent,
-)
+from spark_apps.services.daemon import Daemon
+from spark_apps.services.processes import port_in_use, spark_home
 
 ENV_FILE = "cluster.env"
 # Each executor fills one worker: one core, spark_executor_memory.
@@ -174,15 +167,13 @@ class SparkDaemon:
     def properties_file(self) -> Path:
         return self.root / "spark-daemon.conf"
 
+    @property
+    def daemon(self) -> Daemon:
+        return Daemon(self.name, self.pid_file, str(self.properties_file), self.log_file, STOP_TIMEOUT_S)
+
     def pid(self) -> int | None:
-        """The pid of our running daemon, or None (a stale pid file is removed)."""
-        pid = read_pid(self.pid_file)
-        if pid is None:
-            return None
-        if process_alive(pid) and runs_with_argument(pid, str(self.properties_file)):
-            return pid
-        self.pid_file.unlink(missing_ok=True)
-        return None
+        """The pid of our running daemon, or None."""
+        return self.daemon.pid()
 
     def launch(self, host: str, stop_with_parent: bool) -> subprocess.Popen | None:
         """Start it in the background unless it runs (None then); spark-class execs the JVM, so the pid is the
@@ -197,29 +188,13 @@ class SparkDaemon:
         self.properties_file.write_text("".join(f"{key}={value}\n" for key, value in self.properties))
         env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": host,
                "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "SPARK_CONF_DIR": str(self.root)}
-        with open(self.log_file, "ab") as log:
-            process = subprocess.Popen(
-                [str(spark_home() / "bin" / "spark-class"), self.main_class, *self.arguments,
-                 "--properties-file", str(self.properties_file)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-                preexec_fn=terminate_with_parent if stop_with_parent else None)
-        self.pid_file.write_text(str(process.pid))
-        return process
+        return self.daemon.launch(
+            [str(spark_home() / "bin" / "spark-class"), self.main_class, *self.arguments,
+             "--properties-file", str(self.properties_file)],
+            output=self.log_file, env=env, stop_with_parent=stop_with_parent)
 
     def stop(self) -> bool:
-        pid = self.pid()
-        if pid is None:
-            return False
-        stop_process(pid, str(self.properties_file), STOP_TIMEOUT_S)
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-
-def spark_home() -> Path:
-    """The installed pyspark package: it holds Spark's jars and ``bin/spark-class``."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
+        return self.daemon.stop()
 
 
 def spark_master(settings: Settings) -> SparkDaemon:
@@ -333,13 +308,7 @@ def _start_spark(settings: Settings, stop_with_parent: bool) -> None:
 
 
 def _wait(ready, process: subprocess.Popen | None, daemon: SparkDaemon) -> None:
-    def started() -> bool:
-        if process is not None and process.poll() is not None:
-            raise ClusterError(f"the {daemon.name} exited with code {process.returncode} while starting; "
-                               f"see {daemon.log_file}")
-        return ready()
-
-    if not poll(started, START_TIMEOUT_S, every_s=0.5):
+    if not daemon.daemon.wait_ready(process, ready, START_TIMEOUT_S, ClusterError, every_s=0.5):
         raise ClusterError(f"the {daemon.name} was not ready within {START_TIMEOUT_S:.0f}s; see {daemon.log_file}")
 
 

@@ -180,3 +180,10 @@ def java_binary() -> str:
         raise BrokerError("Java was not found: install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) "
                           "or set JAVA_HOME")
     return found
+
+
+def spark_home() -> Path:
+    """The installed pyspark package: Spark's jars and its ``bin/`` scripts (spark-class, spark-submit, beeline)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent

@@ -5,28 +5,19 @@ Any SQL client reads the platform's tables and views by name here: beeline, a JD
 the shared catalog, the jars), so ``serving.*``, ``gold.*`` and the dbt marts resolve exactly as they do in the
 platform's processes. Each statement resolves its views in the catalog when it runs, so a session that stays open
 sees a serving swap without reconnecting. It listens on ``sql_host`` only, and its pid file and log live under
-``run_dir`` and ``log_dir``.
+``run_dir`` and ``log_dir``. Its Spark settings come from the caller (``io.spark_session.sql_endpoint_conf``).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
+from collections.abc import Mapping
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
-from spark_apps.core.waiting import poll
-from spark_apps.io.spark_session import session_conf, spark_jars
 from spark_apps.services.catalog_server import require_running
-from spark_apps.services.processes import (
-    port_in_use,
-    process_alive,
-    read_pid,
-    runs_with_argument,
-    stop_process,
-    terminate_with_parent,
-)
+from spark_apps.services.daemon import Daemon
+from spark_apps.services.processes import port_in_use, spark_home
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 STOP_TIMEOUT_S = 60.0
@@ -37,41 +28,31 @@ def jdbc_url(settings: Settings) -> str:
     return f"jdbc:hive2://{settings.sql_host}:{settings.sql_port}/default"
 
 
-def spark_home() -> Path:
-    """pyspark's own Spark distribution: its bin/spark-submit and bin/beeline."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent
-
-
 class SqlEndpoint:
     """Starts the Thrift Server in the background, waits until it accepts connections, stops it cleanly."""
 
     def __init__(self, settings: Settings, stop_with_parent: bool = False) -> None:
         self.settings = settings
         self.stop_with_parent = stop_with_parent
-        self.pid_file = settings.run_dir / "sql-endpoint.pid"
         self.log_file = settings.log_dir / "sql-endpoint.log"
+        # An argument only our endpoint's process has (pids are recycled): its warehouse setting.
+        self.daemon = Daemon("SQL endpoint", settings.run_dir / "sql-endpoint.pid",
+                             f"spark.sql.warehouse.dir={settings.warehouse_dir}", self.log_file, STOP_TIMEOUT_S)
 
     @property
     def address(self) -> str:
         return f"{self.settings.sql_host}:{self.settings.sql_port}"
 
     def pid(self) -> int | None:
-        """The pid of our running endpoint, or None (a stale pid file is removed)."""
-        pid = read_pid(self.pid_file)
-        if pid is None:
-            return None
-        if process_alive(pid) and runs_with_argument(pid, self._marker()):
-            return pid
-        self.pid_file.unlink(missing_ok=True)
-        return None
+        """The pid of our running endpoint, or None."""
+        return self.daemon.pid()
 
     def answers(self) -> bool:
         return port_in_use(self.settings.sql_host, self.settings.sql_port)
 
-    def start(self) -> None:
-        """Start the endpoint unless it already runs; return once it accepts connections."""
+    def start(self, conf: Mapping[str, str]) -> None:
+        """Start the endpoint with the Spark settings ``conf`` unless it already runs; return once it accepts
+        connections."""
         if self.pid() is not None:
             return
         require_running(self.settings)
@@ -79,54 +60,25 @@ class SqlEndpoint:
             raise PlatformError(f"port {self.settings.sql_port} on {self.settings.sql_host} is taken by another "
                                 "process; stop it or set KAPPA_SQL_PORT to a free port")
         self.settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
-        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
         home = spark_home()
-        log = self.log_file.open("ab")
-        process = subprocess.Popen(
+        arguments = [argument for key, value in conf.items() for argument in ("--conf", f"{key}={value}")]
+        process = self.daemon.launch(
             [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", "kappa-sql-endpoint",
-             *self._conf_arguments(), "spark-internal",
+             *arguments, "spark-internal",
              "--hiveconf", f"hive.server2.thrift.bind.host={self.settings.sql_host}",
              "--hiveconf", f"hive.server2.thrift.port={self.settings.sql_port}",
              "--hiveconf", "hive.server2.transport.mode=binary"],
-            env={**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"},
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=terminate_with_parent if self.stop_with_parent else None,
-        )
-        log.close()
-        self.pid_file.write_text(str(process.pid))
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise PlatformError(f"the SQL endpoint exited with code {process.returncode} while starting; "
-                                    f"see {self.log_file}")
-            return self.answers()
-
-        if not poll(ready, self.settings.sql_start_timeout_s, every_s=0.5):
+            output=self.log_file, env={**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"},
+            stop_with_parent=self.stop_with_parent)
+        if not self.daemon.wait_ready(process, self.answers, self.settings.sql_start_timeout_s, PlatformError,
+                                      every_s=0.5):
             self.stop()
             raise PlatformError(f"the SQL endpoint did not accept connections on {self.address} within "
                                 f"{self.settings.sql_start_timeout_s:.0f}s; see {self.log_file}")
 
     def stop(self) -> bool:
         """Stop the endpoint (SIGTERM, then SIGKILL after a timeout). True if it was running."""
-        pid = self.pid()
-        if pid is None:
-            return False
-        stop_process(pid, self._marker(), STOP_TIMEOUT_S)
-        self.pid_file.unlink(missing_ok=True)
-        return True
-
-    def _conf_arguments(self) -> list[str]:
-        """The platform's session settings, with Delta and the Kafka connector on the driver's own class path: the
-        Thrift Server builds its session catalog (Delta's) before ``spark.jars`` reach its class loader."""
-        conf = session_conf(self.settings)
-        conf["spark.driver.extraClassPath"] = ":".join(
-            [conf["spark.driver.extraClassPath"], *(str(jar) for jar in spark_jars(self.settings))])
-        return [argument for key, value in conf.items() for argument in ("--conf", f"{key}={value}")]
-
-    def _marker(self) -> str:
-        """An argument only our endpoint's process has (pids are recycled): its warehouse setting."""
-        return f"spark.sql.warehouse.dir={self.settings.warehouse_dir}"
+        return self.daemon.stop()
 
 
 def beeline_command(settings: Settings, *arguments: str) -> list[str]:

@@ -42,10 +42,11 @@ def restarted_stream(kafka_broker, spark, settings, tmp_path_factory) -> Iterato
 def sql_endpoint(spark, settings):
     """The SQL endpoint (Spark's Thrift Server) on the session's catalog, for tests that read through a SQL client;
     stopped after their module, so its JVM (about 1.5 GB) is not held through the rest of the worker's session."""
+    from spark_apps.io.spark_session import sql_endpoint_conf
     from spark_apps.serving.sql_endpoint import SqlEndpoint
 
     endpoint = SqlEndpoint(settings, stop_with_parent=True)
-    endpoint.start()
+    endpoint.start(sql_endpoint_conf(settings))
     yield endpoint
     endpoint.stop()
 
