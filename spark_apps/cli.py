@@ -91,7 +91,7 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
     import subprocess
 
     from spark_apps.io.spark_session import sql_endpoint_conf
-    from spark_apps.serving.sql_endpoint import SqlEndpoint, beeline_command, jdbc_url
+    from spark_apps.services.sql_endpoint import SqlEndpoint, beeline_command, jdbc_url
 
     if args.beeline_args and args.action != "beeline":
         raise PlatformError(f"sql {args.action} takes no arguments, got {' '.join(args.beeline_args)!r} (only "

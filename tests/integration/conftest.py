@@ -43,7 +43,7 @@ def sql_endpoint(spark, settings):
     """The SQL endpoint (Spark's Thrift Server) on the session's catalog, for tests that read through a SQL client;
     stopped after their module, so its JVM (about 1.5 GB) is not held through the rest of the worker's session."""
     from spark_apps.io.spark_session import sql_endpoint_conf
-    from spark_apps.serving.sql_endpoint import SqlEndpoint
+    from spark_apps.services.sql_endpoint import SqlEndpoint
 
     endpoint = SqlEndpoint(settings, stop_with_parent=True)
     endpoint.start(sql_endpoint_conf(settings))

@@ -20,10 +20,10 @@ from spark_apps.io import serving_cut
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.scheduled_audit import reconcile
+from spark_apps.services.sql_endpoint import beeline_command
 from spark_apps.serving import replay
 from spark_apps.serving import state as serving
 from spark_apps.serving.dbt_runner import COMMANDS, run_dbt
-from spark_apps.serving.sql_endpoint import beeline_command
 from spark_apps.stream.job import StreamJob
 from spark_apps.target.resolution import resolve, target_of
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
