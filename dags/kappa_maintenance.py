@@ -4,7 +4,7 @@
 Compacts small files (`OPTIMIZE`) and removes files no version within the retention still needs
 (`VACUUM`, never below `KAPPA_VACUUM_RETENTION_HOURS`, at least 7 days, so the auditor and a
 rollback can still read old versions), then checks that the streaming checkpoint agrees with
-`audit.stream_commits` and that the log still holds every offset from the stream's start (a Kappa
+`stream.commits` and that the log still holds every offset from the stream's start (a Kappa
 replay needs the whole log). A failed check pages on-call: `docs/runbook.md#maintenance-failed`,
 `docs/runbook.md#log-retention`. The work runs as a child `kappa maintain` process.
 """

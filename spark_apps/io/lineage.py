@@ -2,7 +2,7 @@
 
 Spark's checkpoint holds, per micro-batch, the exact end offsets it planned
 (``offsets/<batch>``) and the initial offsets of the query (``sources/0/0``). The streaming job
-copies them into every Delta commit it makes (``userMetadata``) and into ``audit.stream_commits``,
+copies them into every Delta commit it makes (``userMetadata``) and into ``stream.commits``,
 so for any table version ``V`` the prefix ``O`` can be read back from the table alone.
 """
 

@@ -22,7 +22,7 @@ Scenarios:
   every table) while the stream appends; both sides retry a conflicting commit a bounded number of times
   (logged), and neither may fail;
 - ``disk_full``: a warehouse write fails with ENOSPC inside a micro-batch (injected, see ``faults``): the job must
-  fail with that one line, the batch must stay unpublished (not in ``audit.stream_commits`` nor Spark's commit log,
+  fail with that one line, the batch must stay unpublished (not in ``stream.commits`` nor Spark's commit log,
   which is where readers align), and the stream must be exact once space returns;
 - ``checkpoint_deleted``: the job must refuse to start rather than reprocess the log into the tables.
 

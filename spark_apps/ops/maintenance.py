@@ -13,7 +13,7 @@ stays readable.
 
 First the store's gold tables are compacted (``ops.compaction``). ``OPTIMIZE`` changes no row and the stream
 only appends, so they do not conflict; a conflicting operation is retried a few times all the same. Then two
-checks, each alerting on-call when it fails: the streaming checkpoint agrees with ``audit.stream_commits``, and
+checks, each alerting on-call when it fails: the streaming checkpoint agrees with ``stream.commits``, and
 the log still holds every offset from the stream's start (a Kappa replay reads the whole log).
 """
 
@@ -153,7 +153,7 @@ def _vacuumed_files(path: str) -> int | None:
 # ---- checks ------------------------------------------------------------------------------------------
 
 def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
-    """The streaming checkpoint agrees with ``audit.stream_commits``; a critical alert when it does not."""
+    """The streaming checkpoint agrees with ``stream.commits``; a critical alert when it does not."""
     from pyspark.sql import functions as F
 
     checkpoint = target_of(settings, pipeline).checkpoint

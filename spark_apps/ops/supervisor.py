@@ -209,7 +209,7 @@ def dead_letter_alert(heartbeat: dict | None, settings: Settings, target: Target
     if records < DEAD_LETTER_MIN_RECORDS or dead <= settings.dead_letter_max_ratio * records:
         return None
     return _window_alert(
-        heartbeat, settings, target, dead, records, "dead-letters", "audit.dead_letters", "dead-letter-ratio",
+        heartbeat, settings, target, dead, records, "dead-letters", "stream.dead_letters", "dead-letter-ratio",
         f"dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the last {seconds}s "
         f"(limit {settings.dead_letter_max_ratio:.1%})",
         {"records": records, "dead_letters": dead, "window_s": seconds,

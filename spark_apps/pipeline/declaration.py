@@ -239,11 +239,11 @@ class TableNames:
 
     @property
     def dead_letters(self) -> str:
-        return self._name("audit", "dead_letters")
+        return self._name("stream", "dead_letters")
 
     @property
     def commits(self) -> str:
-        return self._name("audit", "stream_commits")
+        return self._name("stream", "commits")
 
     def gold(self, name: str) -> str:
         return self._name("gold", name)

@@ -1,7 +1,7 @@
 """The one rule that says whether a streaming checkpoint and the stream tables belong together.
 
 The checkpoint (Spark's offset and commit logs, plus the platform's app id) says which micro-batches
-ran; ``audit.stream_commits`` says which batches the tables hold. If they disagree, resuming would
+ran; ``stream.commits`` says which batches the tables hold. If they disagree, resuming would
 skip or repeat part of the log. The stream refuses to start on a disagreement, and daily maintenance
 raises an alert for one; both read this rule.
 """
@@ -21,7 +21,7 @@ def read_app_id(checkpoint: Path) -> str | None:
 
 def checkpoint_problem(app_id: str | None, recorded: dict[str, int], done_before: int, done_after: int,
                        planned: bool = False) -> str:
-    """Why the checkpoint and ``audit.stream_commits`` disagree, or "" when they agree.
+    """Why the checkpoint and ``stream.commits`` disagree, or "" when they agree.
 
     ``recorded``: last batch per app id in the table; ``done_before``/``done_after``: the checkpoint's last
     committed batch (-1 for none), read before and after the table; ``planned``: the checkpoint has planned

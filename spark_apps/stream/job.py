@@ -14,8 +14,8 @@ none:
    winner of the key, read back from the store;
 4. the records, any displaced winners, the gold rows and the batch's commit row are appended to the store at once.
 
-Every view readers query (``bronze.events_raw``, ``silver.*``, ``gold.*``, ``audit.dead_letters``,
-``audit.stream_commits``) is a pure function of the store, so it moves with that one commit. The commit carries
+Every view readers query (``bronze.events_raw``, ``silver.*``, ``gold.*``, ``stream.dead_letters``,
+``stream.commits``) is a pure function of the store, so it moves with that one commit. The commit carries
 the batch id and offsets in its ``userMetadata``. A batch replayed after a crash that reached the commit finds its
 commit row and writes nothing; one that did not runs again from the state of the batch before it. Only one
 instance runs per checkpoint (a second one is fenced out at start, see ``fencing``).

@@ -15,9 +15,9 @@ store maps to one log prefix. Its rows come in kinds (the partition column ``_ki
 
 The tables readers query are views of the store, each a pure function of it, and so of the log prefix a version
 of it reflects: ``bronze.events_raw`` (records, with a winner that was displaced no longer counted as one),
-``audit.dead_letters``, ``silver.event_candidates``, ``silver.events``, ``silver.late_events``,
+``stream.dead_letters``, ``silver.event_candidates``, ``silver.events``, ``silver.late_events``,
 ``silver.duplicates``, ``gold.<table>`` (the rows since each key's latest reset, folded) and
-``audit.stream_commits``. Each view's SQL takes the store as a relation, so the same text serves the catalog's view
+``stream.commits``. Each view's SQL takes the store as a relation, so the same text serves the catalog's view
 (the latest version), an audit or a serving cut (``VERSION AS OF``) and the batch recompute (its own frames): how a
 micro-batch split a key's events never shows, only the fold of them.
 """
@@ -52,7 +52,7 @@ KIND = "_kind"
 EPOCH = "_epoch"
 RECORD, DISPLACED, COMMIT = "record", "displaced", "commit"
 WINNER, LATE = "is_winner", "is_late"
-# The commit row's columns, as ``audit.stream_commits`` names them; ``batch_id`` is the row's ``_batch_id``.
+# The commit row's columns, as ``stream.commits`` names them; ``batch_id`` is the row's ``_batch_id``.
 COMMIT_COLUMNS = ("pipeline", "app_id", "topic", "start_offsets", "end_offsets", "records", "dead_letters",
                   "duration_ms")
 
@@ -127,7 +127,7 @@ def bronze_query(store: str, pipeline: Pipeline, rule: LatenessRule) -> str:
 
 
 def dead_letters_query(store: str) -> str:
-    """``audit.dead_letters``: the records that failed a check, raw, with the reason."""
+    """``stream.dead_letters``: the records that failed a check, raw, with the reason."""
     return (f"SELECT {listed(COORDINATE_COLUMNS)}, {q(REASON_COLUMN)} AS {q('reason')} "
             f"FROM {_of_kind(store, RECORD)} AND {q(REASON_COLUMN)} IS NOT NULL")
 
@@ -145,7 +145,7 @@ def events_query(store: str, pipeline: Pipeline, rule: LatenessRule) -> str:
 
 
 def commits_query(store: str) -> str:
-    """``audit.stream_commits``: one row per micro-batch, its offsets and counts."""
+    """``stream.commits``: one row per micro-batch, its offsets and counts."""
     columns = [f"{q(commit_column(c))} AS {q(c)}" for c in COMMIT_COLUMNS]
     columns.insert(2, f"{q(BATCH)} AS {q('batch_id')}")
     return f"SELECT {', '.join(columns)} FROM {_of_kind(store, COMMIT)}"

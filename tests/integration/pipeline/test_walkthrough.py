@@ -97,7 +97,7 @@ def test_following_the_walkthrough_literally_reconciles_a_users_csv_exactly(
     rows = sorted((r.device_id, r.day.isoformat(), r.readings, r.min_celsius, r.max_celsius, r.sum_celsius)
                   for r in gold.collect())
     assert rows == documented_gold(section)
-    dead = spark.table("audit.readings_dead_letters").collect()
+    dead = spark.table("stream.readings_dead_letters").collect()
     assert [(bytes(d.value).decode().count("r-0008"), d.reason) for d in dead] == [(1, "wrong_type:celsius")]
     duplicates = spark.table("silver.readings_duplicates").collect()
     assert [d.reading_id for d in duplicates] == ["r-0005"]

@@ -258,7 +258,7 @@ def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(s
     assert dead_letter_alert(windowed(1000, 50), settings, target) is None, "5% is the default limit, not over it"
     warning = dead_letter_alert(windowed(1000, 51), settings, target)
     assert (warning.severity, warning.dedup_key, warning.table) == (
-        "warning", "stream:marketplace:dead-letters", "audit.dead_letters")
+        "warning", "stream:marketplace:dead-letters", "stream.dead_letters")
     assert warning.summary == ("stream marketplace dead-lettered 51 of 1,000 records (5.1%) in the last 900s "
                                "(limit 5.0%)")
     assert warning.runbook.endswith("#dead-letter-ratio") and warning.offsets == {0: 500}
