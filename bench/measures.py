@@ -258,7 +258,7 @@ def batch_cost_by_table_size(spark, settings: Settings, pipeline: Pipeline, cloc
 
 def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:
     """The audit DAG's work: batch recompute from the log, then the comparison with every stream table."""
-    from spark_apps.audit.scheduled import reconcile_or_reuse
+    from spark_apps.audit.reconciliation import reconcile_or_reuse
 
     started = time.monotonic()
     run = reconcile_or_reuse(spark, settings, pipeline).run
@@ -267,7 +267,7 @@ def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> di
 
 def incremental_audit(spark, settings: Settings, pipeline: Pipeline, new_events: int) -> dict:
     """The scheduled audit between full ones: extend the last verified run by ``new_events`` the stream consumed."""
-    from spark_apps.audit.run import audit
+    from spark_apps.audit.auditor import audit
 
     started = time.monotonic()
     run = audit(spark, settings, pipeline, kind="incremental")

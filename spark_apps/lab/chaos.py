@@ -411,7 +411,7 @@ class Verdict:
 
 def verify(lab: Lab) -> Verdict:
     """The reconciliation (batch recompute from Kafka vs every stream table) and the checker (vs the manifests)."""
-    from spark_apps.audit.run import audit, summary_lines
+    from spark_apps.audit.auditor import audit, summary_lines
 
     run = audit(lab.spark, lab.settings, lab.pipeline)
     if not run.success:

@@ -7,7 +7,7 @@ what the demo runs:
    never skipped: the rerun reports what the first attempt decided;
 2. else, when asked (``if_due``), the batch audits only if it is due *at* ``as_of`` (:func:`audit_due`);
 3. the auditor reconciles the active generation, which the caller resolved
-   (:func:`spark_apps.audit.scheduled.reconcile_or_reuse`);
+   (:func:`spark_apps.audit.reconciliation.reconcile_or_reuse`);
 4. when asked (``serve``), the serving state machine applies the verdict to every gold table.
 
 ``as_of`` is the moment the run stands for: the end of an Airflow run's data interval (``--as-of``). It chooses
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from spark_apps.audit import ledger
-from spark_apps.audit.scheduled import Reconciliation, reconcile_or_reuse
+from spark_apps.audit.reconciliation import Reconciliation, reconcile_or_reuse
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state

@@ -253,7 +253,7 @@ def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | N
 
     A ``run_id`` already in the ledger is reused, not recomputed. A failed reconciliation alerts; serving is untouched.
     """
-    from spark_apps.audit.scheduled import reconcile_or_reuse
+    from spark_apps.audit.reconciliation import reconcile_or_reuse
 
     events = generations.read(spark, settings, pipeline.name)
     name = generation if generation is not None else generations.awaiting(

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_apps.audit.run import audit
+from spark_apps.audit.auditor import audit
 from spark_apps.audit.verdict import AuditRun
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
+from spark_apps.audit.auditor import audit
 from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING
 from spark_apps.audit.ledger import FULL, INCREMENTAL, LEDGER_TABLE
 from spark_apps.audit.recompute import align, read_stream_table, recompute, stream_tables
-from spark_apps.audit.run import audit
 from spark_apps.io.catalog import table_path
 from spark_apps.io.stream_store import read_view
 from spark_apps.io.topics import admin_client

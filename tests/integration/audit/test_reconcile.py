@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
+from spark_apps.audit.auditor import audit, reconcile
 from spark_apps.audit.diff import EXTRA, KINDS, MISMATCH, MISSING, TableDiff
 from spark_apps.audit.expectations import DOCS_INDEX_RESULTS
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, align, check_retention, recompute, stream_tables
-from spark_apps.audit.run import audit, reconcile
 from spark_apps.cli import main
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.waiting import poll
@@ -217,7 +217,7 @@ def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
     row = read_stream_table(spark, job.settings, table.stream).where("paid_cents > 0").orderBy("order_id").first()
     blind = lambda label, stream, batch, keys, buckets: TableDiff(  # noqa: E731
         label=label, keys=keys, stream_rows=stream.count(), batch_rows=batch.count(), matched=batch.count())
-    monkeypatch.setattr("spark_apps.audit.run.diff_table", blind)
+    monkeypatch.setattr("spark_apps.audit.auditor.diff_table", blind)
     try:
         spark.sql(f"UPDATE delta.`{job.store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
                   f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{row.order_id}'")

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from spark_apps.audit.run import _one_ahead
+from spark_apps.audit.auditor import _one_ahead
 
 pytestmark = pytest.mark.integration
 

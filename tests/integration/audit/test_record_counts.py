@@ -1,7 +1,7 @@
 """The record-count contract of an audit, from the counts it took: pure arithmetic, and one small Spark frame."""
 
+from spark_apps.audit.auditor import _contract
 from spark_apps.audit.recompute import Snapshot, stream_tables
-from spark_apps.audit.run import _contract
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.transforms.store import RECORD_COUNTS, record_counts

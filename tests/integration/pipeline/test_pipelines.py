@@ -17,8 +17,8 @@ from decimal import Decimal
 
 import pytest
 
+from spark_apps.audit.auditor import audit
 from spark_apps.audit.recompute import stream_tables
-from spark_apps.audit.run import audit
 from spark_apps.io import stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.events import ORDER_PLACED, PAYMENT_CAPTURED, SCHEMA

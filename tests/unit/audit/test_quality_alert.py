@@ -3,8 +3,8 @@
 import datetime as dt
 from types import SimpleNamespace
 
+from spark_apps.audit.auditor import quality_alert
 from spark_apps.audit.expectations import ExpectationOutcome, SuiteOutcome
-from spark_apps.audit.run import quality_alert
 from spark_apps.audit.verdict import AuditRun, TableVerdict
 
 

@@ -3,7 +3,7 @@ object alone."""
 
 from pathlib import Path
 
-from spark_apps.audit.scheduled import Reconciliation
+from spark_apps.audit.reconciliation import Reconciliation
 from spark_apps.ops.scheduled_audit import Due, ScheduledReconciliation
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 

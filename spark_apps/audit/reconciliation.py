@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.audit import ledger
-from spark_apps.audit.run import audit, summary_lines
+from spark_apps.audit.auditor import audit, summary_lines
 from spark_apps.audit.verdict import AuditRun
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
