@@ -69,13 +69,14 @@ def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
     if chosen.base is None:
         with execution_for(spark, alignment.position.records):
             snapshot = recompute(spark, settings, pipeline, alignment, run_id)
-            return reconcile(spark, settings, pipeline, snapshot, generation, only, versions=alignment.versions,
-                             run_id=run_id, as_of=as_of, kind_reason=chosen.reason)
+            return compare_with_snapshot(spark, settings, pipeline, snapshot, generation, only,
+                                         versions=alignment.versions, run_id=run_id, as_of=as_of,
+                                         kind_reason=chosen.reason)
     with execution_for(spark, alignment.position.records - chosen.base.records):
         extension = incremental.extend(spark, settings, pipeline, alignment, chosen.base, run_id, generation)
-        return reconcile(spark, settings, pipeline, extension.snapshot, generation, versions=alignment.versions,
-                         run_id=run_id, as_of=as_of, scopes=extension.scopes, base=chosen.base,
-                         kind_reason=chosen.reason)
+        return compare_with_snapshot(spark, settings, pipeline, extension.snapshot, generation,
+                                     versions=alignment.versions, run_id=run_id, as_of=as_of,
+                                     scopes=extension.scopes, base=chosen.base, kind_reason=chosen.reason)
 
 
 def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> list[StreamTable]:
@@ -89,11 +90,11 @@ def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> li
     return tables
 
 
-def reconcile(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot, generation: str = "",
-              only: list[str] | None = None, versions: dict[str, int] | None = None,
-              run_id: str | None = None, as_of: dt.datetime | None = None,
-              scopes: dict[str, incremental.Scope] | None = None, base: incremental.Base | None = None,
-              kind_reason: str = "") -> AuditRun:
+def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot, generation: str = "",
+                          only: list[str] | None = None, versions: dict[str, int] | None = None,
+                          run_id: str | None = None, as_of: dt.datetime | None = None,
+                          scopes: dict[str, incremental.Scope] | None = None, base: incremental.Base | None = None,
+                          kind_reason: str = "") -> AuditRun:
     """Compare each stream table, at the version reflecting the snapshot's batch, with the snapshot.
 
     ``versions`` (stream table -> version) defaults to the newest versions reflecting that batch; a

@@ -208,7 +208,7 @@ def run_action(spark, settings: Settings, pipeline: Pipeline, spec: str, action:
         built = build(spark, settings, pipeline, spec, generation, reason)
         generation = built.generation
     if action in ("start", "reconcile"):
-        reconciled = reconcile(spark, settings, pipeline, generation, run_id)
+        reconciled = audit_generation(spark, settings, pipeline, generation, run_id)
         generation = reconciled["generation"]
         if not reconciled["success"]:
             return ReplayOutcome(pipeline.name, action, generation, built, reconciled)
@@ -247,8 +247,8 @@ def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generat
     return Build(name, job.checkpoint, len(stats), sum(s.records for s in stats))
 
 
-def reconcile(spark, settings: Settings, pipeline: Pipeline, generation: str | None = None,
-              run_id: str | None = None) -> dict:
+def audit_generation(spark, settings: Settings, pipeline: Pipeline, generation: str | None = None,
+                     run_id: str | None = None) -> dict:
     """Audit every table of a built generation against the batch recomputed with the same code; record the verdict.
 
     A ``run_id`` already in the ledger is reused, not recomputed. A failed reconciliation alerts; serving is untouched.

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from spark_apps.audit.auditor import audit, reconcile
+from spark_apps.audit.auditor import audit, compare_with_snapshot
 from spark_apps.audit.diff import EXTRA, KINDS, MISMATCH, MISSING, TableDiff
 from spark_apps.audit.expectations import DOCS_INDEX_RESULTS
 from spark_apps.audit.ledger import LEDGER_TABLE
@@ -222,7 +222,8 @@ def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
         spark.sql(f"UPDATE delta.`{job.store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
                   f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{row.order_id}'")
         versions = dict.fromkeys(PIPELINE.stream_table_names(), before + 1)
-        run = reconcile(spark, job.settings, PIPELINE, audited.snapshot, only=[table.label], versions=versions)
+        run = compare_with_snapshot(spark, job.settings, PIPELINE, audited.snapshot, only=[table.label],
+                                    versions=versions)
     finally:
         spark.sql(f"RESTORE TABLE delta.`{job.store}` TO VERSION AS OF {before}")
     verdict = run.verdicts[0]

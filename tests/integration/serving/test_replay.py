@@ -104,7 +104,7 @@ def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform)
                                                             "window_start": row.window_start}, CHANGED)
     decided = serving.current(spark, local, PIPELINE.name)
     try:
-        outcome = replay.reconcile(spark, local, CHANGED, "g1")
+        outcome = replay.audit_generation(spark, local, CHANGED, "g1")
     finally:
         restore_store(spark, local, table, clean, CHANGED)
     assert not outcome["success"] and outcome["status"] == FAILED

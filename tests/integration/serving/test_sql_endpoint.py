@@ -176,7 +176,7 @@ def test_a_cutover_and_a_replay_swap_are_seen_by_a_session_opened_before_them(sp
     assert {m["source"] for m in cut["members"]} == set(GOLD)
 
     replay.build(spark, platform, PIPELINE, reason="rebuild from offset 0")
-    assert replay.reconcile(spark, platform, PIPELINE)["success"]
+    assert replay.audit_generation(spark, platform, PIPELINE)["success"]
     replay.swap(spark, platform, PIPELINE, reason="rebuild from offset 0")
     cut, counts = read_every_view(session)
     assert cut["generation"] == "g1" and {m["source"] for m in cut["members"]} == {f"{t}__g1" for t in GOLD}
