@@ -32,12 +32,18 @@ def orchestrated_pipelines(settings) -> list[OrchestratedPipeline]:
     found = {name: OrchestratedPipeline(name, name) for name in registered_pipelines()}
     spec = settings.pipeline
     if spec not in found:
-        name = dag_name(spec.partition(":")[0].rpartition(".")[2])
+        name = orchestrated_name(spec)
         if name in found:
             raise PlatformError(f"KAPPA_PIPELINE={spec} would get the DAGs of the registered pipeline {name!r}; "
                                 f"register it under a name of its own, or rename its module")
         found[name] = OrchestratedPipeline(name, spec)
     return sorted(found.values())
+
+
+def orchestrated_name(spec: str) -> str:
+    """The name a pipeline's DAGs go by: a registered pipeline's own, a ``module:attribute`` one's module's
+    (``my_pipeline:PIPELINE`` -> ``my_pipeline``); read from the spec alone, as DAG files may not import it."""
+    return spec if ":" not in spec else dag_name(spec.partition(":")[0].rpartition(".")[2])
 
 
 def dag_name(text: str) -> str:

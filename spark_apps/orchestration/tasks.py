@@ -19,6 +19,7 @@ from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import PROJECT_ROOT
+from spark_apps.orchestration.pipelines import orchestrated_name
 
 log = logging.getLogger(__name__)
 EXIT_FAILED = 1
@@ -98,7 +99,7 @@ class DbtSources:
 
 def dbt_sources(settings) -> dict[str, DbtSources]:
     """Pipeline name -> the dbt sources in schema ``serving`` the project declares for it (``config.meta`` key
-    ``kappa_pipeline``; a source that names none belongs to the settings' pipeline)."""
+    ``kappa_pipeline``; a source that names none belongs to the settings' pipeline, by the name its DAGs go by)."""
     import yaml
 
     found: dict[str, tuple[list[str], list[str]]] = {}
@@ -107,7 +108,8 @@ def dbt_sources(settings) -> dict[str, DbtSources]:
             if source.get("schema", source["name"]) != "serving":
                 continue
             meta = {**(source.get("meta") or {}), **((source.get("config") or {}).get("meta") or {})}
-            names, views = found.setdefault(meta.get(PIPELINE_META) or settings.pipeline, ([], []))
+            owner = meta.get(PIPELINE_META) or orchestrated_name(settings.pipeline)
+            names, views = found.setdefault(owner, ([], []))
             names.append(source["name"])
             views += [f"serving.{table['name']}" for table in source.get("tables", [])]
     if not found:

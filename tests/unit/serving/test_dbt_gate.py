@@ -72,3 +72,12 @@ def test_each_pipeline_gets_the_dbt_sources_that_name_it_and_selects_what_is_dow
     assert found == {"marketplace": DbtSources(("serving",), ("serving.order_status",)),
                      "sensors": DbtSources(("sensors_serving",), ("serving.sensors_readings",))}
     assert found["sensors"].selector == "source:sensors_serving+"
+
+
+def test_a_source_that_names_no_pipeline_belongs_to_the_settings_pipeline_by_its_dag_name(tmp_path):
+    """A pipeline given as module:attribute has DAGs named after its module; its sources must be found by it."""
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "_sources.yml").write_text(
+        "version: 2\nsources:\n  - name: serving\n    schema: serving\n    tables: [{name: readings}]\n")
+    found = dbt_sources(Settings(dbt_project_dir=tmp_path, pipeline="shop.my_pipeline:PIPELINE"))
+    assert list(found) == ["my_pipeline"]
