@@ -209,7 +209,7 @@ def dead_letter_alert(heartbeat: dict | None, settings: Settings, target: Target
     if records < DEAD_LETTER_MIN_RECORDS or dead <= settings.dead_letter_max_ratio * records:
         return None
     return _window_alert(
-        heartbeat, settings, target, dead, records, "dead-letters", "stream.dead_letters", "dead-letter-ratio",
+        heartbeat, settings, target, dead, records, "dead-letters", target.tables.dead_letters, "dead-letter-ratio",
         f"dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the last {seconds}s "
         f"(limit {settings.dead_letter_max_ratio:.1%})",
         {"records": records, "dead_letters": dead, "window_s": seconds,
@@ -224,7 +224,7 @@ def future_event_alert(heartbeat: dict | None, settings: Settings, target: Targe
     if not future:
         return None
     return _window_alert(
-        heartbeat, settings, target, future, records, "future-events", "silver.events", "future-events",
+        heartbeat, settings, target, future, records, "future-events", target.tables.events, "future-events",
         f"read {future:,} of {records:,} events stamped more than {settings.future_skew_s}s after the broker "
         f"appended them, in the last {seconds}s",
         {"records": records, "future_events": future, "window_s": seconds, "future_skew_s": settings.future_skew_s})

@@ -254,6 +254,12 @@ def windowed(records: int, dead: int) -> dict:
     return {**beat({0: 500}), "window": {"seconds": 900, "records": records, "dead_letters": dead}}
 
 
+def test_a_window_alert_names_the_table_of_the_pipeline_it_is_about(settings):
+    sensors = declared(settings, "tests.support.sensor_pipeline:PIPELINE")
+    alert = dead_letter_alert(windowed(1000, 600), settings, sensors)
+    assert (alert.dedup_key, alert.table) == ("stream:sensors:dead-letters", "stream.sensors_dead_letters")
+
+
 def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(settings, target):
     assert dead_letter_alert(windowed(1000, 50), settings, target) is None, "5% is the default limit, not over it"
     warning = dead_letter_alert(windowed(1000, 51), settings, target)
