@@ -16,7 +16,7 @@ from spark_apps.io.topics import ensure_topic, partition_offsets
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest
 from spark_apps.stream.job import StreamJob
-from spark_apps.target.resolution import target_of
+from spark_apps.target.resolution import Target, target_of
 
 NOMINAL_RATE = 1000.0  # events per second of event time, for a production not paced in real time
 
@@ -132,9 +132,9 @@ def _per_batch(job: TimedStreamJob, batches) -> list[dict]:
             for b in batches]
 
 
-def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
+def platform_stream(spark, settings: Settings, target: Target) -> dict:
     """The full consistent pipeline (bronze, dead letters, silver, every gold table) catching up on the log."""
-    job = TimedStreamJob(spark, settings, target_of(settings, pipeline))
+    job = TimedStreamJob(spark, settings, target)
     started = time.monotonic()
     batches = job.run(until_caught_up=True)
     wall = time.monotonic() - started
@@ -156,12 +156,13 @@ def platform_stream(spark, settings: Settings, pipeline: Pipeline) -> dict:
 WARM_UP_S = 10
 
 
-def end_to_end_latency(spark, settings: Settings, pipeline: Pipeline, rate: float, seconds: float,
+def end_to_end_latency(spark, settings: Settings, target: Target, rate: float, seconds: float,
                        seed: int, clock: EventClock, timeout_s: float = 600) -> dict:
     """Produce at a fixed rate while the stream runs continuously (processing-time trigger); per record, the time
     from its log append (the topic keeps LogAppendTime) to the commit that made its batch visible in gold. The
     stream has run ``WARM_UP_S`` of the same rate first, untimed."""
-    job = TimedStreamJob(spark, settings, target_of(settings, pipeline))
+    pipeline = target.pipeline
+    job = TimedStreamJob(spark, settings, target)
     job.prepare()
     query = job.start(until_caught_up=False)
 
@@ -210,7 +211,7 @@ SMALL_TABLE_EVENTS = 50_000
 SMALL_TABLES_HOME = "small-tables"
 
 
-def same_size_batches(spark, settings: Settings, pipeline: Pipeline, clock: EventClock, seed: int,
+def same_size_batches(spark, settings: Settings, target: Target, clock: EventClock, seed: int,
                       records: int = SAME_SIZE_BATCH_RECORDS, batches: int = SAME_SIZE_BATCHES) -> list[dict]:
     """``batches`` micro-batches of ``records`` each over the tables as they stand (the stream must have read the
     whole log): produced at once, streamed with ``maxOffsetsPerTrigger`` = ``records``. Each batch comes with the
@@ -219,8 +220,8 @@ def same_size_batches(spark, settings: Settings, pipeline: Pipeline, clock: Even
     Kafka's source splits the limit over the partitions and rounds each share down, so a last batch takes the few
     records left over (``stats.batches_of_size`` leaves it out)."""
     rows = sum(end - start for start, end in partition_offsets(settings).values())
-    produce_events(settings, pipeline, records * batches, seed=seed, clock=clock)
-    job = TimedStreamJob(spark, settings.with_overrides(max_offsets_per_trigger=records), target_of(settings, pipeline))
+    produce_events(settings, target.pipeline, records * batches, seed=seed, clock=clock)
+    job = TimedStreamJob(spark, settings.with_overrides(max_offsets_per_trigger=records), target)
     points = []
     for batch in job.run(until_caught_up=True):
         points.append({"rows_before": rows, "records": batch.records, "seconds": round(batch.duration_s, 3),
@@ -239,20 +240,22 @@ def small_table_settings(settings: Settings) -> Settings:
     return small
 
 
-def batch_cost_by_table_size(spark, settings: Settings, pipeline: Pipeline, clock: EventClock,
+def batch_cost_by_table_size(spark, settings: Settings, target: Target, clock: EventClock,
                              rounds: int = 2) -> list[dict]:
     """Micro-batches of ``SAME_SIZE_BATCH_RECORDS`` over the run's tables and over tables of ``SMALL_TABLE_EVENTS``
     rows, in alternating rounds so the machine's drift falls on both sides alike. The small tables are caught up
     first in one batch that is not counted; each round ends on the run's tables, so the catalog's names point at
     them again."""
     small = small_table_settings(settings)
-    produce_events(small, pipeline, SMALL_TABLE_EVENTS, seed=201, clock=clock)
-    StreamJob(spark, small, target_of(small, pipeline)).run(until_caught_up=True)
+    # The same pipeline in the small warehouse: its own tables and checkpoint.
+    small_target = target_of(small, target.pipeline, spec=target.spec)
+    produce_events(small, target.pipeline, SMALL_TABLE_EVENTS, seed=201, clock=clock)
+    StreamJob(spark, small, small_target).run(until_caught_up=True)
     points = []
     for round_ in range(rounds):
-        for index, side in enumerate((small, settings)):
+        for index, (side, side_target) in enumerate(((small, small_target), (settings, target))):
             points += [{**p, "tables": "run" if side is settings else SMALL_TABLES_HOME}
-                       for p in same_size_batches(spark, side, pipeline, clock, seed=211 + 2 * round_ + index)]
+                       for p in same_size_batches(spark, side, side_target, clock, seed=211 + 2 * round_ + index)]
     return points
 
 

@@ -128,7 +128,8 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     from spark_apps.io.topics import ensure_topic
     from spark_apps.target.resolution import declared
 
-    pipeline = declared(settings).pipeline
+    target = declared(settings)
+    pipeline = target.pipeline
     pipeline.require_generator("the benchmark (it produces the pipeline's synthetic events)")
     ensure_topic(settings)
     spark = get_spark(settings, "kappa-bench")
@@ -155,7 +156,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
             doc["limit"] = measures.plain_append_limit(spark, settings, settings.home / "limit")
             run.save()
         run.begin(f"the platform's stream catching up to {size:,} events")
-        entry["stream"] = measures.platform_stream(spark, settings, pipeline)
+        entry["stream"] = measures.platform_stream(spark, settings, target)
         if index == 0:
             doc["platform"] = entry["stream"]
             doc["platform_to_limit"] = round(doc["platform"]["records_per_s"] / doc["limit"]["records_per_s"], 3)
@@ -168,7 +169,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
         run.begin(f"incremental audit of {args.new_events:,} new events over the log of {size:,}")
         measures.produce_events(settings, pipeline, args.new_events, seed=51 + index, clock=clock)
         produced += args.new_events
-        measures.platform_stream(spark, settings, pipeline)
+        measures.platform_stream(spark, settings, target)
         entry["incremental_audit"] = measures.incremental_audit(spark, settings, pipeline, args.new_events)
         extended = [s["incremental_audit"] for s in doc["sizes"] if s.get("incremental_audit")]
         doc["incremental_growth"] = stats.growth({e["log_events"]: e["seconds"] for e in extended})
@@ -180,7 +181,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     doc["latency"] = []
     for index, rate in enumerate(args.rates):
         run.begin(f"end-to-end latency at {rate:,} events/s for {args.latency_seconds}s, continuous trigger")
-        doc["latency"].append(measures.end_to_end_latency(spark, settings, pipeline, rate, args.latency_seconds,
+        doc["latency"].append(measures.end_to_end_latency(spark, settings, target, rate, args.latency_seconds,
                                                           seed=101 + index, clock=clock))
         run.save()
     run.begin("serving reads with the latency runs' tail uncompacted, then compacted")
@@ -188,7 +189,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     run.save()
     run.begin(f"micro-batches of {measures.SAME_SIZE_BATCH_RECORDS:,} records over the run's tables and over "
               f"tables of {measures.SMALL_TABLE_EVENTS:,} rows")
-    doc["same_size_batches"] = measures.batch_cost_by_table_size(spark, settings, pipeline, clock)
+    doc["same_size_batches"] = measures.batch_cost_by_table_size(spark, settings, target, clock)
     run.save()
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
     run.save()
