@@ -85,7 +85,7 @@ class StreamFailed(PlatformError):
 
 
 @dataclass(frozen=True)
-class BatchStats:
+class MicroBatchStats:
     batch_id: int
     records: int
     dead_letters: int
@@ -116,7 +116,7 @@ class StreamJob:
         self.recorded_through = -1
         # The id of the topic this checkpoint reads (recorded at its first start); the heartbeat carries it.
         self.topic_id: str | None = None
-        self.stats: list[BatchStats] = []
+        self.stats: list[MicroBatchStats] = []
         self.lateness = target.lateness
         # Under the high-water-mark lateness rule: per partition, the mark the committed records leave (epoch
         # microseconds), read from the store at the first batch and advanced by each batch after it.
@@ -192,7 +192,7 @@ class StreamJob:
             # comes out as the first attempt left it, since it derives from the same records and earlier state.
             batch_df.write.format("noop").mode("overwrite").save()
             log.info("batch %d: already in the store (%s); nothing to redo", batch_id, self.tables.store)
-            self.stats.append(BatchStats(batch_id, 0, 0, time.monotonic() - started, {}, end))
+            self.stats.append(MicroBatchStats(batch_id, 0, 0, time.monotonic() - started, {}, end))
             return
         spark = batch_df.sparkSession
         start = lineage.batch_start_offsets(self.checkpoint, batch_id, self.topic)
@@ -236,8 +236,8 @@ class StreamJob:
             with timed(timings, "serving_cut"):
                 self._move_serving_cut(spark, batch_id, end)
             self.faults.reached("before_checkpoint_commit", batch_id)
-        stats = BatchStats(batch_id, tally.valid + tally.dead, tally.dead, time.monotonic() - started, timings, end,
-                           future_events=tally.future)
+        stats = MicroBatchStats(batch_id, tally.valid + tally.dead, tally.dead, time.monotonic() - started, timings,
+                                end, future_events=tally.future)
         self.stats.append(stats)
         log.info("batch %d: %d records in %.1fs (%s)", batch_id, stats.records, stats.duration_s,
                  phase_times(timings))
@@ -402,14 +402,14 @@ class StreamJob:
             writer = writer.trigger(processingTime=f"{self.settings.trigger_interval_s} seconds")
         return writer.start()
 
-    def run(self, until_caught_up: bool = True, heartbeat: Path | None = None) -> list[BatchStats]:
+    def run(self, until_caught_up: bool = True, heartbeat: Path | None = None) -> list[MicroBatchStats]:
         """Run the query in the foreground; SIGTERM or Ctrl-C stops it between checks, safely."""
         try:
             return self._run_query(until_caught_up, heartbeat)
         finally:
             self.fence.release()
 
-    def _run_query(self, until_caught_up: bool, heartbeat: Path | None) -> list[BatchStats]:
+    def _run_query(self, until_caught_up: bool, heartbeat: Path | None) -> list[MicroBatchStats]:
         from pyspark.errors import StreamingQueryException
 
         query = self.start(until_caught_up)
@@ -437,7 +437,7 @@ class StreamJob:
         return self.stats
 
 
-def write_heartbeat(path: Path, query, stats: list[BatchStats], topic: str, window_s: int,
+def write_heartbeat(path: Path, query, stats: list[MicroBatchStats], topic: str, window_s: int,
                     topic_id: str | None = None) -> None:
     """What a supervisor reads: last batch, its offsets and lag, durations, when, the records, dead letters and
     future events of the batches that finished within the last ``window_s`` seconds, and the id of the topic the

@@ -4,12 +4,12 @@ import json
 import time
 from types import SimpleNamespace
 
-from spark_apps.stream.job import BatchStats, write_heartbeat
+from spark_apps.stream.job import MicroBatchStats, write_heartbeat
 
 
 def test_a_heartbeat_naming_a_batch_carries_that_batch_offsets_before_spark_reports_its_progress(tmp_path):
     query = SimpleNamespace(lastProgress=None, isActive=True)  # the batch ended; Spark's report has not landed
-    stats = [BatchStats(0, 400, 0, 2.5, {}, {0: 130, 1: 270})]
+    stats = [MicroBatchStats(0, 400, 0, 2.5, {}, {0: 130, 1: 270})]
     write_heartbeat(tmp_path / "beat.json", query, stats, "events", 900)
     beat = json.loads((tmp_path / "beat.json").read_text())
     assert beat["last_batch_id"] == 0 and beat["last_batch_records"] == 400
@@ -27,9 +27,9 @@ def test_before_any_batch_the_heartbeat_reports_spark_progress_offsets_as_number
 
 def test_the_heartbeat_counts_records_dead_letters_and_future_events_of_the_batches_within_its_window(tmp_path):
     now = time.time()
-    stats = [BatchStats(0, 1000, 900, 1.0, {}, {0: 1000}, finished_at_s=now - 1000, future_events=7),
-             BatchStats(1, 300, 20, 1.0, {}, {0: 1300}, finished_at_s=now - 100, future_events=2),
-             BatchStats(2, 200, 10, 1.0, {}, {0: 1500}, finished_at_s=now - 5)]
+    stats = [MicroBatchStats(0, 1000, 900, 1.0, {}, {0: 1000}, finished_at_s=now - 1000, future_events=7),
+             MicroBatchStats(1, 300, 20, 1.0, {}, {0: 1300}, finished_at_s=now - 100, future_events=2),
+             MicroBatchStats(2, 200, 10, 1.0, {}, {0: 1500}, finished_at_s=now - 5)]
     write_heartbeat(tmp_path / "beat.json", SimpleNamespace(lastProgress=None, isActive=True), stats, "events", 900,
                     topic_id="id-a")
     beat = json.loads((tmp_path / "beat.json").read_text())
