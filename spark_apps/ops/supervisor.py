@@ -7,7 +7,8 @@ heartbeat and the log end offsets (kafka-python), and judges them with the pure 
 - ``stalled``: the process runs but shows no progress for ``stream_stall_s``: no heartbeat (counted from its start
   when it has written none since), or no micro-batch completed while the log held records it had not read;
 - ``lagging``: more than ``max_lag_records`` records between its committed offsets and the log end;
-- ``ok``.
+- ``ok``;
+- ``idle``: nothing was ever deployed (no stream process, no heartbeat, no topic yet): nothing to supervise.
 
 Before all of these, ``rewound``: the topic is not the log the stream read (recreated, truncated: see
 ``log_identity``). The supervisor then stops the stream, starts nothing and pages.
@@ -52,7 +53,7 @@ class Health:
     """One verdict on the stream; ``detail`` is the line on-call reads first."""
 
     status: str  # "ok" | "started" | "crash-loop" | "down" | "stalled" | "lagging" | "blind" (log unreadable)
-    #              | "rewound" (the topic is not the log the stream read)
+    #              | "rewound" (the topic is not the log the stream read) | "idle" (never started, no topic yet)
     lag_records: int | None  # None until the stream reports its first progress
     lag_by_partition: dict[int, int]
     heartbeat_age_s: float | None
@@ -61,7 +62,7 @@ class Health:
 
     @property
     def healthy(self) -> bool:
-        return self.status in ("ok", "started")
+        return self.status in ("ok", "started", "idle")
 
 
 # Fewer records than this in the heartbeat's window are too few to judge a dead-letter ratio by.
@@ -180,7 +181,7 @@ def assess(heartbeat: dict | None, process_alive: bool, log_end: dict[int, int],
 def alert_for(health: Health, settings: Settings, target: Target, log_end: dict[int, int]) -> Alert | None:
     """The alert a verdict raises, if any; a restart still tells on-call, and its dedup key makes repeats one
     incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
-    if health.status == "ok":
+    if health.status in ("ok", "idle"):
         return None
     critical = health.status in ("down", "stalled", "blind", "crash-loop", "rewound") or (
         health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
@@ -372,7 +373,10 @@ def observe(settings: Settings, target: Target, now: float) -> Observation:
     heartbeat = read_heartbeat(settings, target)
     topic = stream_topic(heartbeat, settings, target.topic)
     log, blind = log_or_why_not(settings, topic)
-    if log is None:
+    if log is not None and not log.offsets and pid is None and heartbeat is None:
+        # Nothing was ever deployed: no topic, no stream, no heartbeat. Nothing to supervise, nothing to page.
+        return Observation(Health("idle", None, {}, None, f"never started: {blind}"), heartbeat, {}, None)
+    if log is None or not log.offsets:
         return Observation(Health("blind", None, {}, None, blind, pid=pid), heartbeat, {}, None)
     problem = rewound(heartbeat, log.log_end, log.topic_id, topic)
     if problem:
@@ -390,7 +394,8 @@ def supervise(settings: Settings, target: Target, start: bool = True) -> Health:
     """One supervision round: judge the stream, start it when it is down (if ``start``), alert when unhealthy.
 
     Blind, it starts nothing: without the log end neither lag nor a restart can be judged. Rewound, it stops the
-    stream and starts nothing: going on would skip or reread records."""
+    stream and starts nothing: going on would skip or reread records. Idle (never started, and its topic not
+    created yet), it starts and pages nothing."""
     now = time.time()
     seen = observe(settings, target, now)
     health = seen.health
@@ -399,7 +404,7 @@ def supervise(settings: Settings, target: Target, start: bool = True) -> Health:
         health = replace(health, detail=f"{health.detail}; "
                                         f"{'stopped the stream' if stopped else 'the stream is not running'}, "
                                         "started nothing")
-    elif health.status != "blind":
+    elif health.status not in ("blind", "idle"):
         _write_progress(settings, target, seen.progress)
         if health.status == "down" and start:
             health = _restart(settings, target, health, now)
@@ -434,7 +439,8 @@ def _tell_on_call(settings: Settings, target: Target, health: Health, log_end: d
 
 
 def log_or_why_not(settings: Settings, topic: str) -> tuple[LogState | None, str]:
-    """The topic as the broker has it, or why it cannot be read (broker unreachable, topic gone)."""
+    """The topic as the broker has it, and why it cannot be read: None when the broker cannot be reached, a log
+    without partitions when the topic is gone or was never created."""
     from kafka.errors import KafkaError
 
     try:
@@ -442,8 +448,8 @@ def log_or_why_not(settings: Settings, topic: str) -> tuple[LogState | None, str
     except (PlatformError, KafkaError) as exc:
         return None, f"cannot read the log end of {topic} from {settings.kafka_bootstrap_servers}: {exc}"
     if not log.offsets:
-        return None, (f"topic {topic} has no partitions on {settings.kafka_bootstrap_servers} (deleted, or never "
-                      "created)")
+        return log, (f"topic {topic} has no partitions on {settings.kafka_bootstrap_servers} (deleted, or never "
+                     "created)")
     return log, ""
 
 

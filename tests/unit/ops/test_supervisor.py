@@ -299,7 +299,9 @@ def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settin
     ({}, "topic shop.events has no partitions on "),
 ])
 def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings, target, monkeypatch, log_end, why):
+    """The stream ran (it left a heartbeat), then its broker or its topic went away."""
     alerts = []
+    monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: beat({0: 5}))
 
     def unreadable(s, topic):
         if isinstance(log_end, Exception):
@@ -413,3 +415,15 @@ def test_before_its_first_batch_a_stream_of_a_pipeline_with_its_own_topic_is_jud
     pid_path(settings, sensors).write_text("77\n")
     health = supervisor.supervise(settings, sensors, start=False)
     assert asked == ["sensors.readings"] and health.status != "rewound" and not stopped
+
+
+def test_a_pipeline_never_started_whose_topic_does_not_exist_is_idle_and_nothing_is_started_or_paged(
+        settings, target, monkeypatch):
+    """A fresh home: the built-in pipeline was never deployed, so `kappa status` must not call it unhealthy."""
+    alerts = []
+    monkeypatch.setattr(supervisor, "read_log", logged({}))
+    monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    health = supervisor.supervise(settings, target)
+    assert (health.status, health.healthy, alerts) == ("idle", True, [])
+    assert health.detail.startswith("never started: topic shop.events has no partitions on ")
