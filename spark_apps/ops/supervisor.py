@@ -34,6 +34,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
 from spark_apps.io.topics import LogState, describe_log
+from spark_apps.pipeline.declaration import TableNames, load_pipeline
 from spark_apps.services.processes import cmdline, read_pid
 from spark_apps.target.resolution import Target
 
@@ -89,9 +90,27 @@ def stream_command(pipeline: str) -> list[str]:
     return ["-m", "spark_apps.cli", "stream", "--continuous", "--pipeline", pipeline]
 
 
-def is_stream_command(argv: list[str], pipeline: str) -> bool:
-    """Whether a process's command line is the supervised stream: a pid the system reused is not."""
-    return argv[1:] == stream_command(pipeline)
+def streamed_spec(argv: list[str]) -> str | None:
+    """The pipeline spec of a supervised stream's command line, or None for any other process (a pid the system
+    reused is not the stream)."""
+    prefix = stream_command("")[:-1]
+    if len(argv) != len(prefix) + 2 or argv[1:-1] != prefix:
+        return None
+    return argv[-1]
+
+
+def is_stream_of(argv: list[str], target: Target) -> bool:
+    """Whether a process's command line is the supervised stream of ``target``'s pipeline, under any spec that
+    names it: the registered name and ``module:attribute`` load the same pipeline and keep the same files."""
+    spec = streamed_spec(argv)
+    if spec is None:
+        return False
+    if spec in (target.spec, target.name):
+        return True
+    try:
+        return load_pipeline(spec).name == target.name
+    except PlatformError:
+        return False
 
 
 def stream_topic(heartbeat: dict | None, settings: Settings, default: str | None = None) -> str:
@@ -210,7 +229,8 @@ def dead_letter_alert(heartbeat: dict | None, settings: Settings, target: Target
     if records < DEAD_LETTER_MIN_RECORDS or dead <= settings.dead_letter_max_ratio * records:
         return None
     return _window_alert(
-        heartbeat, settings, target, dead, records, "dead-letters", target.tables.dead_letters, "dead-letter-ratio",
+        heartbeat, settings, target, dead, records, "dead-letters", _tables(heartbeat, target).dead_letters,
+        "dead-letter-ratio",
         f"dead-lettered {dead:,} of {records:,} records ({dead / records:.1%}) in the last {seconds}s "
         f"(limit {settings.dead_letter_max_ratio:.1%})",
         {"records": records, "dead_letters": dead, "window_s": seconds,
@@ -225,10 +245,17 @@ def future_event_alert(heartbeat: dict | None, settings: Settings, target: Targe
     if not future:
         return None
     return _window_alert(
-        heartbeat, settings, target, future, records, "future-events", target.tables.events, "future-events",
+        heartbeat, settings, target, future, records, "future-events", _tables(heartbeat, target).events,
+        "future-events",
         f"read {future:,} of {records:,} events stamped more than {settings.future_skew_s}s after the broker "
         f"appended them, in the last {seconds}s",
         {"records": records, "future_events": future, "window_s": seconds, "future_skew_s": settings.future_skew_s})
+
+
+def _tables(heartbeat: dict | None, target: Target) -> TableNames:
+    """The tables of the generation the stream reports writing: the supervisor's target is the pipeline as
+    declared, while the stream keeps the active generation."""
+    return target.pipeline.tables((heartbeat or {}).get("generation") or target.generation)
 
 
 def _window(heartbeat: dict | None, counted: str) -> tuple[int, int, int | None]:
@@ -298,6 +325,11 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
+def _ever_started(settings: Settings, target: Target) -> bool:
+    """Whether the supervisor ever started this stream: then a lost topic is an incident, not a fresh home."""
+    return log_path(settings, target).exists() or _restarts_path(settings, target).exists()
+
+
 def read_heartbeat(settings: Settings, target: Target) -> dict | None:
     return _read_json(heartbeat_path(settings, target.name))
 
@@ -307,7 +339,7 @@ def stream_pid(settings: Settings, target: Target) -> int | None:
     pid = read_pid(pid_path(settings, target))
     if pid is None:
         return None
-    return pid if is_stream_command(cmdline(pid), target.spec) else None
+    return pid if is_stream_of(cmdline(pid), target) else None
 
 
 def stream_process_alive(settings: Settings, target: Target) -> bool:
@@ -334,16 +366,16 @@ def stop_stream(settings: Settings, target: Target, timeout_s: float = STOP_TIME
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        if not _wait_gone(pid, target.spec, timeout_s):
+        if not _wait_gone(pid, target, timeout_s):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            _wait_gone(pid, target.spec, STOP_TIMEOUT_S)
+            _wait_gone(pid, target, STOP_TIMEOUT_S)
     pid_path(settings, target).unlink(missing_ok=True)
     return pid is not None
 
 
-def _wait_gone(pid: int, pipeline: str, timeout_s: float) -> bool:
-    return bool(poll(lambda: not is_stream_command(cmdline(pid), pipeline), timeout_s, every_s=0.2))
+def _wait_gone(pid: int, target: Target, timeout_s: float) -> bool:
+    return bool(poll(lambda: not is_stream_of(cmdline(pid), target), timeout_s, every_s=0.2))
 
 
 def read_log(settings: Settings, topic: str) -> LogState:
@@ -373,7 +405,8 @@ def observe(settings: Settings, target: Target, now: float) -> Observation:
     heartbeat = read_heartbeat(settings, target)
     topic = stream_topic(heartbeat, settings, target.topic)
     log, blind = log_or_why_not(settings, topic)
-    if log is not None and not log.offsets and pid is None and heartbeat is None:
+    never_deployed = pid is None and heartbeat is None and not _ever_started(settings, target)
+    if log is not None and not log.offsets and never_deployed:
         # Nothing was ever deployed: no topic, no stream, no heartbeat. Nothing to supervise, nothing to page.
         return Observation(Health("idle", None, {}, None, f"never started: {blind}"), heartbeat, {}, None)
     if log is None or not log.offsets:

@@ -19,7 +19,7 @@ from spark_apps.ops.supervisor import (
     dead_letter_alert,
     future_event_alert,
     incident_changes,
-    is_stream_command,
+    is_stream_of,
     lag_by_partition,
     pid_path,
     recent_restarts,
@@ -164,12 +164,15 @@ def test_a_healthy_stream_raises_no_alert(settings, target):
     assert alert_for(Health("ok", 0, {0: 0}, 1.0, "caught up"), settings, target, {0: 10}) is None
 
 
-def test_only_the_stream_command_line_of_the_pipeline_is_taken_for_the_stream():
-    argv = [sys.executable, *stream_command("marketplace")]
-    assert is_stream_command(argv, "marketplace")
-    assert not is_stream_command(argv, "other")
-    assert not is_stream_command([sys.executable, "-m", "spark_apps.cli", "supervise"], "marketplace")
-    assert not is_stream_command([], "marketplace")
+def test_only_the_stream_command_line_of_the_pipeline_is_taken_for_the_stream(target):
+    assert is_stream_of([sys.executable, *stream_command("marketplace")], target)
+    assert not is_stream_of([sys.executable, *stream_command("other_pipeline:PIPELINE")], target)
+    assert not is_stream_of([sys.executable, "-m", "spark_apps.cli", "supervise"], target)
+    assert not is_stream_of([], target)
+
+
+def test_a_stream_started_under_another_spec_of_the_same_pipeline_is_taken_for_it(target):
+    assert is_stream_of([sys.executable, *stream_command("spark_apps.marketplace.pipeline:PIPELINE")], target)
 
 
 def test_a_reused_pid_of_a_live_process_that_is_not_the_stream_is_not_taken_for_it(settings, target):
@@ -258,6 +261,11 @@ def test_a_window_alert_names_the_table_of_the_pipeline_it_is_about(settings):
     sensors = declared(settings, "tests.support.sensor_pipeline:PIPELINE")
     alert = dead_letter_alert(windowed(1000, 600), settings, sensors)
     assert (alert.dedup_key, alert.table) == ("stream:sensors:dead-letters", "stream.sensors_dead_letters")
+
+
+def test_a_window_alert_names_the_table_of_the_generation_the_stream_reports(settings, target):
+    alert = dead_letter_alert({**windowed(1000, 600), "generation": "g2"}, settings, target)
+    assert alert.table == target.pipeline.tables("g2").dead_letters != target.tables.dead_letters
 
 
 def test_dead_letters_above_their_share_of_the_window_warn_and_above_half_page(settings, target):
@@ -427,3 +435,15 @@ def test_a_pipeline_never_started_whose_topic_does_not_exist_is_idle_and_nothing
     health = supervisor.supervise(settings, target)
     assert (health.status, health.healthy, alerts) == ("idle", True, [])
     assert health.detail.startswith("never started: topic shop.events has no partitions on ")
+
+
+def test_a_stream_the_supervisor_started_whose_topic_is_gone_is_blind_not_idle(settings, target, monkeypatch):
+    """Its log file shows it was deployed: a topic lost since is an incident, not a fresh home."""
+    alerts = []
+    monkeypatch.setattr(supervisor, "read_log", logged({}))
+    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    supervisor.log_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
+    supervisor.log_path(settings, target).write_text("earlier run\n")
+    health = supervisor.supervise(settings, target, start=False)
+    assert (health.status, health.healthy) == ("blind", False)
+    assert [alert.dedup_key for alert in alerts] == ["stream:marketplace:blind"]
