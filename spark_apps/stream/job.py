@@ -421,7 +421,7 @@ class StreamJob:
                 query.awaitTermination(0.5)
                 if heartbeat is not None:
                     write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s,
-                                    self.topic_id)
+                                    self.topic_id, self.target.generation)
             if stop.is_set():
                 query.stop()
             query.awaitTermination()
@@ -433,15 +433,15 @@ class StreamJob:
                 signal.signal(sig, handler)
         if heartbeat is not None:
             write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s,
-                            self.topic_id)
+                            self.topic_id, self.target.generation)
         return self.stats
 
 
 def write_heartbeat(path: Path, query, stats: list[MicroBatchStats], topic: str, window_s: int,
-                    topic_id: str | None = None) -> None:
+                    topic_id: str | None = None, generation: str | None = None) -> None:
     """What a supervisor reads: last batch, its offsets and lag, durations, when, the records, dead letters and
-    future events of the batches that finished within the last ``window_s`` seconds, and the id of the topic the
-    stream reads.
+    future events of the batches that finished within the last ``window_s`` seconds, the id of the topic the
+    stream reads, and the generation it writes (whose tables an alert names).
 
     The last batch's offsets come from the batch itself, not from Spark's progress report: that report lands a
     moment after the batch ends, and a heartbeat naming batch N must carry batch N's offsets."""
@@ -453,6 +453,7 @@ def write_heartbeat(path: Path, query, stats: list[MicroBatchStats], topic: str,
     payload = {
         "written_at_epoch_s": now,
         "topic_id": topic_id,
+        "generation": generation,
         "query_active": query.isActive,
         "last_batch_id": stats[-1].batch_id if stats else None,
         "last_batch_records": stats[-1].records if stats else None,

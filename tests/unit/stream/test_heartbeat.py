@@ -31,9 +31,9 @@ def test_the_heartbeat_counts_records_dead_letters_and_future_events_of_the_batc
              MicroBatchStats(1, 300, 20, 1.0, {}, {0: 1300}, finished_at_s=now - 100, future_events=2),
              MicroBatchStats(2, 200, 10, 1.0, {}, {0: 1500}, finished_at_s=now - 5)]
     write_heartbeat(tmp_path / "beat.json", SimpleNamespace(lastProgress=None, isActive=True), stats, "events", 900,
-                    topic_id="id-a")
+                    topic_id="id-a", generation="g2")
     beat = json.loads((tmp_path / "beat.json").read_text())
     assert beat["window"] == {"seconds": 900, "records": 500, "dead_letters": 30, "future_events": 2}, \
         "batch 0 ended before the window"
-    assert beat["topic_id"] == "id-a"
+    assert (beat["topic_id"], beat["generation"]) == ("id-a", "g2")
 
