@@ -48,7 +48,7 @@ def supervisor_dag(pipeline: OrchestratedPipeline):
 
             settings = Settings.from_env()
             health = check(settings, declared(settings, pipeline.spec), start=True)
-            if health.status not in ("ok", "started"):
+            if not health.healthy:
                 raise AirflowFailException(f"stream {health.status}: {health.detail}")
             return asdict(health)
 
