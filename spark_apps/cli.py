@@ -207,12 +207,16 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io.spark_session import get_spark
     from spark_apps.ops.status import as_json, pipeline_status, render
     from spark_apps.pipeline.declaration import registered_pipelines
-    from spark_apps.target.resolution import declared
+    from spark_apps.target.resolution import Target, declared
 
     specs = args.pipeline or sorted({*registered_pipelines(), settings.pipeline})
-    targets = [declared(settings, spec) for spec in specs]
+    # One line per pipeline: the settings' spec may be a registered pipeline's module:attribute.
+    targets: dict[str, Target] = {}
+    for spec in specs:
+        target = declared(settings, spec)
+        targets.setdefault(target.name, target)
     spark = get_spark(settings, app_name="kappa-status")
-    statuses = [pipeline_status(spark, settings, target) for target in targets]
+    statuses = [pipeline_status(spark, settings, target) for target in targets.values()]
     print(render(statuses, dt.datetime.now()))
     _write_json(args.json, {"pipelines": [as_json(s) for s in statuses]})
     return 0 if all(s.healthy for s in statuses) else EXIT_FAILED

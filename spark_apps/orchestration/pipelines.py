@@ -43,7 +43,7 @@ def orchestrated_pipelines(settings) -> list[OrchestratedPipeline]:
 def orchestrated_name(spec: str) -> str:
     """The name a pipeline's DAGs go by: a registered pipeline's own, a ``module:attribute`` one's module's
     (``my_pipeline:PIPELINE`` -> ``my_pipeline``); read from the spec alone, as DAG files may not import it."""
-    return spec if ":" not in spec else dag_name(spec.partition(":")[0].rpartition(".")[2])
+    return dag_name(spec if ":" not in spec else spec.partition(":")[0].rpartition(".")[2])
 
 
 def dag_name(text: str) -> str:

@@ -61,6 +61,8 @@ class SqlEndpoint:
                                 "process; stop it or set KAPPA_SQL_PORT to a free port")
         self.settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
         home = spark_home()
+        # The daemon's marker is on the command line whatever conf the caller gave.
+        conf = {**conf, "spark.sql.warehouse.dir": str(self.settings.warehouse_dir)}
         arguments = [argument for key, value in conf.items() for argument in ("--conf", f"{key}={value}")]
         process = self.daemon.launch(
             [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS, "--name", "kappa-sql-endpoint",

@@ -1,1 +1,1 @@
-"""Which copy readers get: serving state, generations, blue/green replay, dbt over serving views."""
+"""Which copy readers get: serving state, blue/green replay, dbt over serving views."""

@@ -4,7 +4,7 @@
 the SparkSession already running in this process. Starting that session with ``get_spark`` first
 gives dbt the same Delta configuration, jars and shared catalog as every app, plus the
 ``serving.*`` views as the serving state says, with nothing repeated in dbt's profile. Its ``thrift`` target runs
-the same project on the SQL endpoint instead (``serving.sql_endpoint``), which reads the same catalog.
+the same project on the SQL endpoint instead (``services.sql_endpoint``), which reads the same catalog.
 
 Two rules guard what analysts read:
 
