@@ -3,7 +3,11 @@
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pytest
+
 from spark_apps.audit.incremental import Scope, _widened, restrict
+
+pytestmark = pytest.mark.integration
 
 
 def test_an_incremental_comparison_by_key_never_opens_the_files_outside_the_keys_range(spark, tmp_path):

@@ -8,6 +8,8 @@ import pytest
 
 from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, bucket_sql, diff_table
 
+pytestmark = pytest.mark.integration
+
 SCHEMA = "merchant_id string, window_start timestamp, net_cents long"
 W0, W1 = dt.datetime(2026, 1, 1, 0, 0), dt.datetime(2026, 1, 1, 0, 1)
 BATCH = [("m1", W0, 100), ("m2", W0, 200), ("m1", W1, 300), ("m3", W1, 400)]

@@ -1,10 +1,14 @@
 """The record-count contract of an audit, from the counts it took: pure arithmetic, and one small Spark frame."""
 
+import pytest
+
 from spark_apps.audit.auditor import _contract
 from spark_apps.audit.recompute import Snapshot, stream_tables
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.transforms.store import RECORD_COUNTS, record_counts
+
+pytestmark = pytest.mark.integration
 
 POSITION = StreamPosition(table_version=0, app_id="app", batch_id=0, topic="t", start_offsets={0: 0},
                           end_offsets={0: 100})

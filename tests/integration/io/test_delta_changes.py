@@ -7,6 +7,8 @@ import pytest
 
 from spark_apps.io.delta_changes import HistoryGone, rows_added
 
+pytestmark = pytest.mark.integration
+
 SCHEMA = "id string, amount long"
 
 

@@ -10,6 +10,8 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.io import delta_log
 from spark_apps.io.delta_writes import commit_metadata
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def table(spark, tmp_path):

@@ -22,6 +22,8 @@ from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO
 from spark_apps.transforms.events import gold_changes
 from spark_apps.transforms.store import gold_rows
 
+pytestmark = pytest.mark.integration
+
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
 SCHEMA = "customer string, session_start timestamp, events long"
 EVENTS = ("event_id string, event_type string, event_time timestamp, order_id string, customer_id string, "

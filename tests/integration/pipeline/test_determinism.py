@@ -13,6 +13,8 @@ from spark_apps.pipeline.determinism import NonDeterministicPlan, assert_determi
 from spark_apps.stream.job import StreamJob
 from spark_apps.target.resolution import target_of
 
+pytestmark = pytest.mark.integration
+
 
 def silver_events(spark, schema=SCHEMA):
     """An empty frame with a pipeline's event columns: the guard only needs the schema."""

@@ -14,6 +14,8 @@ from pyspark.sql.types import BooleanType, DateType, DecimalType, DoubleType, Ti
 from spark_apps.pipeline.event_schema import EventSchema, FieldSpec, Reason
 from spark_apps.transforms.parsing import parse_records
 
+pytestmark = pytest.mark.integration
+
 APPENDED = datetime(2026, 11, 21, 19, 22, 5, tzinfo=UTC)
 TRIP = EventSchema(
     fields=(FieldSpec("trip_id", "string"), FieldSpec("kind", "string"), FieldSpec("picked_up_at", "timestamp"),

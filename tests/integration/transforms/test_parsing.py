@@ -17,6 +17,8 @@ from spark_apps.marketplace.events import ORDER_PLACED, ORDER_REFUNDED, PAYMENT_
 from spark_apps.pipeline.event_schema import EventSchema, FieldSpec, Reason
 from spark_apps.transforms.parsing import dead_letters, event_columns, parse_records, valid_events
 
+pytestmark = pytest.mark.integration
+
 RAW_COLUMNS = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                "timestampType int")
 APPENDED = datetime(2026, 11, 21, 19, 22, 5, tzinfo=UTC)

@@ -4,12 +4,15 @@ stored sessions extended by added events equal sessions recomputed from all of t
 import datetime as dt
 import random
 
+import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from spark_apps.core.settings import Settings
 from spark_apps.marketplace.pipeline import CUSTOMER_SESSIONS
 from spark_apps.pipeline.declaration import SPAN_HI, SPAN_LO, Sessions
 from spark_apps.transforms.sessions import session_spans, sessions_after
+
+pytestmark = pytest.mark.integration
 
 T0 = dt.datetime(2026, 11, 25, 10, 0, 0)
 GAP = Sessions(gap_s=300)

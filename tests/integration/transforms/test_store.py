@@ -4,6 +4,7 @@ of records (winners displaced later no longer count), on small hand-made frames.
 import datetime as dt
 import random
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -21,6 +22,8 @@ from spark_apps.transforms.store import (
     gold_rows_query,
     stored_gold_rows,
 )
+
+pytestmark = pytest.mark.integration
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, 0)
 EVENTS = ("event_id string, event_type string, event_time timestamp, order_id string, customer_id string, "

@@ -2,6 +2,7 @@
 
 import datetime as dt
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -35,6 +36,8 @@ from spark_apps.transforms.events import (
     with_high_water,
 )
 from spark_apps.transforms.store import gold_rows
+
+pytestmark = pytest.mark.integration
 
 T0 = dt.datetime(2026, 11, 21, 10, 0, 0)
 CANDIDATE_SCHEMA = ("event_id string, event_time timestamp, amount long, topic string, partition int, "
