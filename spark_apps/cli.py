@@ -136,7 +136,8 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     import time
     from pathlib import Path
 
-    from spark_apps.io.producer import produce, produce_file, read_events
+    from spark_apps.io.event_files import read_events
+    from spark_apps.io.producer import produce, produce_file
     from spark_apps.io.topics import ensure_topic
     from spark_apps.pipeline.synthetic import GeneratorRequest
 

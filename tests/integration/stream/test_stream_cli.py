@@ -12,7 +12,8 @@ import pytest
 
 from spark_apps.core.settings import is_loopback
 from spark_apps.core.waiting import poll
-from spark_apps.io.producer import FileRecord, produce, send
+from spark_apps.io.event_files import FileRecord
+from spark_apps.io.producer import produce, send
 from spark_apps.io.topics import describe_log
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.pipeline.synthetic import GeneratorRequest

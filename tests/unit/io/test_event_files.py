@@ -9,7 +9,7 @@ import pytest
 
 from spark_apps.cli import main
 from spark_apps.core.errors import PlatformError
-from spark_apps.io.producer import csv_rows, json_lines, read_events
+from spark_apps.io.event_files import csv_rows, json_lines, read_events
 from spark_apps.marketplace.events import SCHEMA
 from tests.support.sensor_pipeline import SCHEMA as SENSORS
 from tests.support.trip_pipeline import SCHEMA as TRIPS
