@@ -346,3 +346,47 @@ def serving_reads(spark, settings: Settings, pipeline: Pipeline) -> dict:
             "one_key_max_s": max(max(v["one_key_s"] for v in uncompacted.values()),
                                  max(v["one_key_s"] for v in compacted.values())),
             "full_scan_ratio_max": round(max(ratios, default=0), 2)}
+
+
+# A row of the file the producer's measure sends: an order of the marketplace with a long free-text column, as
+# exports of real systems have (the parser ignores a column it does not know).
+_FILE_HEADER = ("event_id,event_type,event_time,schema_version,order_id,customer_id,merchant_id,amount_cents,"
+                "currency,item_count,note\n")
+_NOTE = "a customer note as shop exports carry them, " * 6
+
+
+def write_events_file(path: Path, size_bytes: int) -> int:
+    """A CSV of order events of at least ``size_bytes``, dated now; returns its rows."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rows = 0
+    with open(path, "w") as out:
+        out.write(_FILE_HEADER)
+        while out.tell() < size_bytes:
+            out.write("".join(f"f{n},order_placed,{at},1,o{n},c{n % 997},m{n % 31},{n % 10_000},EUR,{n % 5 + 1},"
+                              f"\"{_NOTE}{n}\"\n" for n in range(rows, rows + 10_000)))
+            rows += 10_000
+    return rows
+
+
+def file_producer(settings: Settings, size_bytes: int) -> dict:
+    """`kappa produce --file`'s reader and producer in a process of their own, sending a CSV of ``size_bytes`` to
+    a topic of its own: records/s, MB/s and the process's peak memory, which stays flat whatever the file's size
+    (the file is read a chunk at a time)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    topic = ensure_topic(settings, "bench.file").name
+    path = settings.home / "bench-events.csv"
+    rows = write_events_file(path, size_bytes)
+    done = subprocess.run([sys.executable, "-m", "bench.file_producer", str(path), topic],
+                          env={**os.environ, **settings.as_env()}, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise PlatformError(f"the file producer failed: {done.stderr.strip()[-500:]}")
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    size = path.stat().st_size
+    path.unlink()
+    return {"file_bytes": size, "rows": rows, **measured,
+            "mb_per_s": round(size / 1e6 / measured["seconds"], 1)}
+

@@ -11,13 +11,18 @@ def _n(value: float | None, digits: int = 0) -> str:
 
 def _throughput(doc: dict) -> str:
     rows = []
-    for label, key in (("Python producer", "producer"), ("raw Kafka read (Spark)", "raw_kafka_read"),
+    for label, key in (("Python producer", "producer"), ("`kappa produce --file` of a CSV", "file_producer"),
+                       ("raw Kafka read (Spark)", "raw_kafka_read"),
                        ("limit: plain Kafka -> Parquet", "limit"), ("platform stream (all tables)", "platform")):
         measured = doc.get(key)
         if measured:
             rows.append((label, measured["records_per_s"], f'{measured["records_per_s"]:,.0f} records/s'))
     ratio = doc.get("platform_to_limit")
     caption = f"<p>Platform / limit: <b>{ratio:.0%}</b> of the plain append's throughput.</p>" if ratio else ""
+    sent = doc.get("file_producer")
+    if sent:
+        caption += (f"<p>The file producer sent a {sent['file_bytes'] / 2**20:,.0f} MiB CSV at "
+                    f"{sent['mb_per_s']:,.1f} MB/s with a peak memory of {sent['peak_rss_mib']:,.0f} MiB.</p>")
     return hbars(rows) + caption
 
 

@@ -38,8 +38,9 @@ def _positive_ints(text: str) -> list[int]:
 
 
 # What a run measures unless told otherwise: the full run, and ``--quick``'s short one (one size, one rate).
-FULL = {"sizes": [250_000, 1_000_000], "rates": [1000, 5000], "latency_seconds": 60, "new_events": 100_000}
-QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60, "new_events": 20_000}
+FULL = {"sizes": [250_000, 1_000_000], "rates": [1000, 5000], "latency_seconds": 60, "new_events": 100_000,
+        "file_mib": 1024}
+QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60, "new_events": 20_000, "file_mib": 100}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--new-events", type=int, default=None,
                         help=f"after each size's full audit, this many new events for an incremental audit "
                              f"(default {FULL['new_events']:,}; --quick {QUICK['new_events']:,})")
+    parser.add_argument("--file-mib", type=int, default=None,
+                        help=f"size of the CSV file `kappa produce --file` sends for its throughput and peak memory "
+                             f"(default {FULL['file_mib']:,} MiB; --quick {QUICK['file_mib']:,})")
     parser.add_argument("--batch", type=int, default=Settings().max_offsets_per_trigger,
                         help="maxOffsetsPerTrigger of the limit and the platform (default: the platform's setting)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench.json and bench.html")
@@ -191,6 +195,9 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
               f"tables of {measures.SMALL_TABLE_EVENTS:,} rows")
     doc["same_size_batches"] = measures.batch_cost_by_table_size(spark, settings, target, clock)
     run.save()
+    run.begin(f"`kappa produce --file` of a {args.file_mib:,} MiB CSV, in a process of its own")
+    doc["file_producer"] = measures.file_producer(settings, args.file_mib * 2**20)
+    run.save()
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
     run.save()
 
@@ -209,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
                         spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
-    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 3)
+    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 4)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     catalog = CatalogServer(settings, stop_with_parent=True)
     try:

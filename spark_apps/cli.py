@@ -10,10 +10,14 @@ import logging
 import math
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import dbt_docs_index, dbt_log, heartbeat_path
 from spark_apps.core.settings import Settings
+
+if TYPE_CHECKING:
+    from spark_apps.target.resolution import Target
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -136,8 +140,7 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     import time
     from pathlib import Path
 
-    from spark_apps.io.event_files import read_events
-    from spark_apps.io.producer import produce, produce_file
+    from spark_apps.io.producer import produce
     from spark_apps.io.topics import ensure_topic
     from spark_apps.pipeline.synthetic import GeneratorRequest
 
@@ -150,11 +153,10 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
         if generator_only:
             raise PlatformError(f"{', '.join(generator_only)}: options of the generator; --file sends the file's "
                                 "events as they are")
-        records = read_events(Path(args.file), pipeline.schema)
-        topic = ensure_topic(settings, args.topic or target.topic).name
-        result = produce_file(settings, topic, records, args.file, rate=args.rate)
-        print(result.summary(topic, None))
+        print(_produce_file(args, settings, target))
         return 0
+    if args.strict or args.accept_late:
+        raise PlatformError("--strict and --accept-late: options of --file")
     pipeline.require_generator(f"`kappa produce --pipeline {pipeline.name}` without --file")
     total = args.events or 10_000
     if args.duration is not None:
@@ -170,6 +172,72 @@ def _produce(args: argparse.Namespace, settings: Settings) -> int:
     result = produce(settings, pipeline, request, topic=topic, rate=args.rate, manifest_path=manifest)
     print(result.summary(topic, manifest))
     return 0
+
+
+def _produce_file(args: argparse.Namespace, settings: Settings, target: Target) -> str:
+    """Send a file (or folder) of events; the line to print says what was sent and, read back from the log by the
+    stream's own parser, how many of those records it dead-letters and why."""
+    import itertools
+    import time
+    from pathlib import Path
+
+    from spark_apps.io.event_files import HISTORY_SAMPLE, event_files, late_on_arrival, read_records
+    from spark_apps.io.producer import produce_file
+    from spark_apps.io.topics import ensure_topic, partition_offsets
+    from spark_apps.pipeline.lateness import APPEND_TIME
+
+    files = event_files(Path(args.file))
+    schema = target.pipeline.schema
+    if args.strict:
+        for _ in read_records(files, schema, strict=True):
+            pass
+    records = read_records(files, schema)
+    head = list(itertools.islice(records, HISTORY_SAMPLE))
+    if not head:
+        raise PlatformError(f"{args.file}: holds no events")
+    if target.lateness.against == APPEND_TIME and not args.accept_late:
+        _refuse_history(late_on_arrival(head, schema, target.lateness, time.time()), target, args.file)
+    topic = ensure_topic(settings, args.topic or target.topic).name
+    before = {partition: end for partition, (_, end) in partition_offsets(settings, topic).items()}
+    result = produce_file(settings, topic, itertools.chain(head, records), args.file, rate=args.rate)
+    if result.interrupted:
+        return result.summary(topic, None)
+    after = {partition: end for partition, (_, end) in partition_offsets(settings, topic).items()}
+    return f"{result.summary(topic, None)}; {_dead_letter_forecast(settings, target, topic, before, after)}"
+
+
+# The share of a file's first records that the append-time rule would flag late from which the producer asks for
+# --accept-late before sending.
+HISTORY_LATE_SHARE = 0.5
+
+
+def _refuse_history(counts: tuple[int, int], target: Target, file: str) -> None:
+    """Refuse a file that is mostly history under the append-time rule: every such event would be late."""
+    timed, late = counts
+    if timed and late >= HISTORY_LATE_SHARE * timed:
+        raise PlatformError(
+            f"{late:,} of the first {timed:,} events of {file} are more than {target.lateness.allowed_s}s older "
+            f"than now: pipeline {target.name}'s lateness rule (against append_time) would flag them late, list "
+            f"them in {target.tables.late_events} and keep them out of every gold table. For a history load "
+            "declare Lateness(against=HIGH_WATER_MARK) in the pipeline (docs/pipelines.md, \"Late events, and "
+            "loading history\"), or add --accept-late to send them as they are")
+
+
+def _dead_letter_forecast(settings: Settings, target: Target, topic: str, start: dict[int, int],
+                          end: dict[int, int]) -> str:
+    from spark_apps.io.log_reader import dead_letters_by_reason
+    from spark_apps.io.spark_session import get_spark
+
+    try:
+        spark = get_spark(settings, app_name="kappa-produce")
+    except PlatformError as exc:
+        return f"dead letters not counted ({exc})"
+    reasons = dead_letters_by_reason(spark, settings, topic, {p: start.get(p, 0) for p in end}, end,
+                                     target.pipeline.schema)
+    if not reasons:
+        return "the stream's parser dead-letters none of them"
+    listed = ", ".join(f"{reason} {count:,}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
+    return f"the stream's parser dead-letters {sum(reasons.values()):,} of them: {listed}"
 
 
 def _stream(args: argparse.Namespace, settings: Settings) -> int:
@@ -208,7 +276,7 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io.spark_session import get_spark
     from spark_apps.ops.status import as_json, pipeline_status, render
     from spark_apps.pipeline.declaration import registered_pipelines
-    from spark_apps.target.resolution import Target, declared
+    from spark_apps.target.resolution import declared
 
     specs = args.pipeline or sorted({*registered_pipelines(), settings.pipeline})
     # One line per pipeline: the settings' spec may be a registered pipeline's module:attribute.
@@ -611,8 +679,14 @@ def build_parser() -> argparse.ArgumentParser:
     produce = commands.add_parser(
         "produce", help="send a pipeline's generated events (with a manifest), or the events of a file, into the log")
     produce.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
-    produce.add_argument("--file", help="send the events of this file instead of generating them: .jsonl (one JSON "
-                                        "object a line) or .csv (header row of field names)")
+    produce.add_argument("--file", help="send the events of this file or folder instead of generating them: .jsonl "
+                                        "(one JSON object a line) or .csv (header row of field names), either "
+                                        "with .gz, or .parquet")
+    produce.add_argument("--strict", action="store_true",
+                         help="refuse the file at its first record that is not a valid event, before sending any "
+                              "(default: send it, and the stream dead-letters it with a reason)")
+    produce.add_argument("--accept-late", action="store_true",
+                         help="send a file of history although the pipeline's lateness rule flags it late")
     size = produce.add_mutually_exclusive_group()
     size.add_argument("--events", type=_positive_int, help="records to generate (default 10000)")
     size.add_argument("--duration", type=_positive_float, help="seconds to produce for (needs --rate)")

@@ -1,74 +1,150 @@
-"""Files of events: what `kappa produce --file` sends. JSON lines are sent as written; CSV rows become JSON typed
-by the schema's field kinds."""
+"""Files of events: what `kappa produce --file` sends, read the way the stream will judge it.
+
+Formats, by suffix: JSON lines (``.jsonl``, ``.ndjson``) and CSV with a header row (``.csv``), either one
+gzip-compressed (``.gz`` after it), and Parquet (``.parquet``). A folder is read as its files of these formats in
+name order (names starting with ``.`` or ``_``, such as Spark's ``_SUCCESS``, are not events). Files are read a
+chunk at a time, so memory stays flat whatever their size.
+
+Permissive by default, as Spark's own readers are: a record that is not a valid event is still sent, and the
+stream's parser dead-letters it with a reason that names what is wrong, so nothing of the file is lost:
+
+- a CSV cell or Parquet value that cannot take its field's kind is sent as its text (``wrong_type:<field>``);
+- a line that is not JSON, or a CSV row with more or fewer values than the header, is sent as its text
+  (``malformed_json``), and a JSON line that is not an object as written (``not_a_json_object``).
+
+Strict, the first such record refuses the file, naming the file and the line. Either way a file that cannot be
+read at all (no header row, a header naming a column twice, text the csv module cannot split, not Parquet) is an
+error. CSV and Parquet rows become compact JSON typed by the schema's field kinds; every record, JSON lines too,
+gets the event type and schema version it leaves out when the pipeline allows only one (``implied_fields``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import csv
-import io
+import datetime as dt
+import gzip
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.pipeline.event_schema import EventSchema
+from spark_apps.pipeline.lateness import LatenessRule
 
-# File formats by suffix: JSON lines (one event object a line) and CSV (a header row naming the fields).
-JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
-CSV_SUFFIXES = (".csv",)
+FORMATS = {"jsonl": (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz"), "csv": (".csv", ".csv.gz"),
+           "parquet": (".parquet",)}
+KNOWN_FORMATS = ".jsonl (JSON lines) or .csv (with a header row), either with .gz, or .parquet"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Rows of a Parquet file read at a time.
+PARQUET_BATCH_ROWS = 4096
+# How many of a file's first records the producer looks at before sending, to tell a history from live events.
+HISTORY_SAMPLE = 10_000
 
 
 @dataclass(frozen=True)
 class FileRecord:
-    """One event of a file: where it was, its Kafka key and the JSON value sent."""
+    """One event of a file: where it was (line, or row of a Parquet file), its Kafka key and the value sent."""
 
     line: int
     key: bytes | None
     value: bytes
 
 
-def read_events(path: Path, schema: EventSchema) -> list[FileRecord]:
-    """The events of ``path`` as records: ``.jsonl`` (one JSON object a line, sent as written) or ``.csv`` (a
-    header naming the fields; cells become the JSON type of their field's kind, empty cells are left
-    out). A file that cannot be read this way is a :class:`PlatformError` naming the file and the line."""
-    suffix = path.suffix.lower()
-    if suffix not in JSON_LINES_SUFFIXES + CSV_SUFFIXES:
-        raise PlatformError(f"{path}: cannot tell the format; name a file of events .jsonl (JSON lines) or .csv "
-                            "(with a header row)")
+def format_of(path: Path) -> str | None:
+    """``jsonl``, ``csv`` or ``parquet`` by the file's name, else None."""
+    name = path.name.lower()
+    return next((kind for kind, suffixes in FORMATS.items() if name.endswith(suffixes)), None)
+
+
+def event_files(path: Path) -> list[Path]:
+    """The files ``path`` names: itself, or a folder's files of events in name order."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir()
+                       if p.is_file() and format_of(p) and not p.name.startswith((".", "_")))
+        if not files:
+            raise PlatformError(f"{path}: a folder without files of events; name them {KNOWN_FORMATS}")
+        return files
+    if not path.exists():
+        raise PlatformError(f"{path}: no such file of events")
+    if format_of(path) is None:
+        raise PlatformError(f"{path}: cannot tell the format; name a file of events {KNOWN_FORMATS}")
+    return [path]
+
+
+def read_records(paths: Sequence[Path], schema: EventSchema, strict: bool = False) -> Iterator[FileRecord]:
+    """Every event of the files in order, read lazily (see the module's docstring for what ``strict`` refuses)."""
+    for path in paths:
+        if format_of(path) == "parquet":
+            yield from parquet_rows(path, schema, strict)
+        else:
+            with _text(path) as handle:
+                read = json_lines if format_of(path) == "jsonl" else csv_rows
+                yield from read(handle, schema, path.name, strict)
+
+
+@contextlib.contextmanager
+def _text(path: Path) -> Iterator[TextIO]:
+    """The file as text, gunzipped when it ends in ``.gz``. Bytes that are not UTF-8 are kept as they are (they
+    reach the log unchanged), and the first line's byte-order mark is dropped."""
+    opener: Callable[..., Any] = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise PlatformError(f"{path}: no such file of events") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PlatformError(f"{path}: cannot read it as UTF-8 text ({exc})") from None
-    records = json_lines(text, schema, path.name) if suffix in JSON_LINES_SUFFIXES else csv_rows(text, schema,
-                                                                                                    path.name)
-    if not records:
-        raise PlatformError(f"{path}: holds no events")
-    return records
+        with opener(path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="") as handle:
+            yield handle
+    except (OSError, EOFError) as exc:
+        raise PlatformError(f"{path}: cannot read it ({exc})") from None
 
 
-def json_lines(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:
-    """One event per non-blank line, each a JSON object; the line's bytes are the record's value."""
-    records = []
-    for number, line in enumerate(text.splitlines(), 1):
+def _raw(text: str) -> bytes:
+    """The bytes a line of text was read from."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def json_lines(lines: Iterable[str], schema: EventSchema, name: str = "events",
+               strict: bool = False) -> Iterator[FileRecord]:
+    """One event per non-blank line, sent as written (with the implied fields it lacks put first)."""
+    for number, line in enumerate(lines, 1):
         line = line.strip()
         if not line:
             continue
         try:
-            event = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PlatformError(f"{name} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+            event = json.loads(line, parse_constant=_not_json)
+        except (json.JSONDecodeError, ValueError) as exc:
+            detail = f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+            _refuse_if(strict, f"{name} line {number}: not JSON ({detail})")
+            yield FileRecord(number, None, _raw(line))
+            continue
         if not isinstance(event, dict):
-            raise PlatformError(f"{name} line {number}: not a JSON object but {type(event).__name__}")
-        records.append(FileRecord(number, schema.key_of(event), line.encode()))
-    return records
+            _refuse_if(strict, f"{name} line {number}: not a JSON object but {type(event).__name__}")
+            yield FileRecord(number, None, _raw(line))
+            continue
+        implied = implied_fields(schema, list(event))
+        value = _with_fields(line, implied) if implied else line
+        yield FileRecord(number, schema.key_of({**implied, **event}), _raw(value))
 
 
-def _csv_rows(reader, name: str) -> Iterator[list[str]]:
+def _not_json(constant: str) -> Any:
+    """Python's json reads NaN and Infinity; JSON, and so the stream's parser, does not."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _with_fields(line: str, fields: dict[str, Any]) -> str:
+    """A JSON object's text with ``fields`` put first, everything it had kept byte for byte."""
+    rest = line[1:].lstrip()
+    added = ",".join(f"{json.dumps(column)}:{json.dumps(value)}" for column, value in fields.items())
+    return "{" + added + ("" if rest.startswith("}") else ",") + line[1:]
+
+
+def _refuse_if(strict: bool, problem: str) -> None:
+    if strict:
+        raise PlatformError(problem)
+
+
+def _csv_reader_rows(reader, name: str) -> Iterator[list[str]]:
     """The reader's rows; a row the csv module cannot read (a field over its size limit, say) is one line."""
     try:
         yield from reader
@@ -76,40 +152,96 @@ def _csv_rows(reader, name: str) -> Iterator[list[str]]:
         raise PlatformError(f"{name} line {reader.line_num}: not CSV ({exc})") from None
 
 
-def csv_rows(text: str, schema: EventSchema, name: str = "events") -> list[FileRecord]:
-    """One event per row under a header row; typed by the schema's field kinds, sent as compact JSON. A file
-    without an event type or version column gets the pipeline's only one (``implied_fields``)."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    rows = _csv_rows(reader, name)
+def csv_rows(lines: Iterable[str], schema: EventSchema, name: str = "events",
+             strict: bool = False) -> Iterator[FileRecord]:
+    """One event per row under a header row, typed by the schema's field kinds and sent as compact JSON; empty
+    cells are left out."""
+    reader = csv.reader(lines)
+    rows = _csv_reader_rows(reader, name)
     header = next(rows, None)
     if not header or not any(column.strip() for column in header):
         raise PlatformError(f"{name}: no header row; a CSV file of events starts with the field names")
     header = [column.strip() for column in header]
     _check_header(header, name)
     implied = implied_fields(schema, header)
-    records = []
     for row in rows:
         if not any(cell.strip() for cell in row):
             continue
+        where = f"{name} line {reader.line_num}"
         if len(row) != len(header):
-            raise PlatformError(f"{name} line {reader.line_num}: {len(row)} values under a header of "
-                                f"{len(header)} fields")
-        event = {**implied, **{column: _typed(schema, column, cell, name, reader.line_num)
+            _refuse_if(strict, f"{where}: {len(row)} values under a header of {len(header)} fields")
+            yield FileRecord(reader.line_num, None, _raw(_csv_text(row)))
+            continue
+        event = {**implied, **{column: _typed(schema, column, cell, where, strict)
                                for column, cell in zip(header, row, strict=True) if cell != ""}}
-        value = "{" + ",".join(f"{json.dumps(column)}:{_json_literal(v)}" for column, v in event.items()) + "}"
-        records.append(FileRecord(reader.line_num, schema.key_of(event), value.encode()))
-    return records
+        yield FileRecord(reader.line_num, schema.key_of(event), json_object(event))
 
 
-def implied_fields(schema: EventSchema, header: Sequence[str]) -> dict[str, Any]:
-    """The event type and schema version a CSV file may leave out, because the pipeline allows only one.
+def _csv_text(row: list[str]) -> str:
+    """A row as one line of CSV again: what a row of the wrong width is sent as."""
+    written: list[str] = []
+    csv.writer(_Lines(written), lineterminator="").writerow(row)
+    return "".join(written)
+
+
+class _Lines:
+    """A file-like list for csv.writer."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.write = lines.append
+
+
+def parquet_rows(path: Path, schema: EventSchema, strict: bool = False) -> Iterator[FileRecord]:
+    """One event per row, typed by the schema's field kinds and sent as compact JSON; nulls are left out."""
+    import pyarrow
+    import pyarrow.parquet
+
+    try:
+        parquet = pyarrow.parquet.ParquetFile(path)
+        implied = implied_fields(schema, parquet.schema_arrow.names)
+        number = 0
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            for row in batch.to_pylist():
+                number += 1
+                where = f"{path.name} row {number}"
+                event = {**implied, **{column: _parquet_value(schema, column, value, where, strict)
+                                       for column, value in row.items() if value is not None}}
+                yield FileRecord(number, schema.key_of(event), json_object(event))
+    except (OSError, pyarrow.ArrowException) as exc:
+        raise PlatformError(f"{path}: cannot read it as Parquet ({exc})") from None
+
+
+def late_on_arrival(records: Iterable[FileRecord], schema: EventSchema, rule: LatenessRule,
+                    now_s: float) -> tuple[int, int]:
+    """Of ``records``, how many carry an event time with its offset (or in epoch milliseconds), and how many of
+    those the append-time rule would flag late if the broker appended them now."""
+    spec = schema.by_name[schema.time_field]
+    timed = late = 0
+    for record in records:
+        try:
+            value = json.loads(record.value).get(schema.time_field)
+            if spec.epoch_millis:
+                seconds = value / 1000 if isinstance(value, int) and not isinstance(value, bool) else None
+            else:
+                moment = dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+                seconds = moment.timestamp() if moment is not None and moment.tzinfo is not None else None
+        except (ValueError, AttributeError):
+            continue
+        if seconds is not None:
+            timed += 1
+            late += now_s - seconds > rule.allowed_s
+    return timed, late
+
+
+def implied_fields(schema: EventSchema, columns: Sequence[str]) -> dict[str, Any]:
+    """The event type and schema version a file may leave out, because the pipeline allows only one.
 
     A file someone already has rarely carries either column; with one event type and one version there is
-    nothing to choose, so every row gets them. With several, the rows must say which, or the parser sends them
-    to the dead letters as it would any producer's (``missing_field:<column>``)."""
+    nothing to choose, so every record gets them. With several, the records must say which, or the parser sends
+    them to the dead letters as it would any producer's (``missing_field:<column>``)."""
     return {column: allowed[0]
             for column, allowed in ((schema.type_field, schema.event_types), (schema.version_field, schema.versions))
-            if column not in header and len(allowed) == 1}
+            if column not in columns and len(allowed) == 1}
 
 
 def _check_header(header: Sequence[str], name: str) -> None:
@@ -122,19 +254,35 @@ def _check_header(header: Sequence[str], name: str) -> None:
 
 
 class _Number(str):
-    """A number's text as the CSV has it, written into the JSON as is: a decimal keeps every digit."""
+    """A number's text as the file has it, written into the JSON as is: a decimal keeps every digit."""
+
+
+def json_object(event: dict[str, Any]) -> bytes:
+    """Compact JSON of a typed event, numbers written as their text."""
+    return ("{" + ",".join(f"{json.dumps(column)}:{_json_literal(value)}" for column, value in event.items())
+            + "}").encode()
 
 
 def _json_literal(value: Any) -> str:
-    return str(value) if isinstance(value, _Number) else json.dumps(value)
+    return str(value) if isinstance(value, _Number) else json.dumps(value, default=str)
 
 
-def _typed(schema: EventSchema, column: str, cell: str, name: str, line: int) -> Any:
-    """A CSV cell as the schema's kind wants it in JSON: a number for long, double and decimal fields (and
-    epoch-millisecond timestamps), true/false for booleans, else the string itself. The parser then decides
-    whether the value is valid, as it does for any producer."""
+def _kind(schema: EventSchema, column: str) -> str:
+    """The JSON kind a column's value takes: epoch-millisecond timestamps are whole numbers; a column the schema
+    does not name is text."""
     spec = schema.by_name.get(column)
-    kind = "long" if spec is not None and spec.epoch_millis else spec.kind if spec is not None else "string"
+    return "string" if spec is None else "long" if spec.epoch_millis else spec.kind
+
+
+_WANTED = {"long": "a whole number", "boolean": "true or false", "double": "a finite number",
+           "decimal": "a finite number"}
+
+
+def _typed(schema: EventSchema, column: str, cell: str, where: str, strict: bool) -> Any:
+    """A CSV cell as the schema's kind wants it in JSON: a number for long, double and decimal fields (and
+    epoch-millisecond timestamps), true/false for booleans, else the string itself. A cell that cannot be its
+    kind is sent as its text, for the parser to dead-letter (strict: refused)."""
+    kind = _kind(schema, column)
     text = cell.strip()
     if kind == "boolean" and text.lower() in ("true", "false"):
         return text.lower() == "true"
@@ -145,7 +293,46 @@ def _typed(schema: EventSchema, column: str, cell: str, name: str, line: int) ->
             return _Number(str(Decimal(text)) if kind == "decimal" else repr(float(text)))
     except ValueError:
         pass
-    if kind in ("long", "double", "decimal", "boolean"):
-        wanted = {"long": "a whole number", "boolean": "true or false"}.get(kind, "a finite number")
-        raise PlatformError(f"{name} line {line}: {column} must be {wanted}, got {cell!r}") from None
+    if kind in _WANTED:
+        _refuse_if(strict, f"{where}: {column} must be {_WANTED[kind]}, got {cell!r}")
     return cell
+
+
+def _parquet_value(schema: EventSchema, column: str, value: Any, where: str, strict: bool) -> Any:
+    """A Parquet value as the schema's kind wants it in JSON. Times are written in ISO 8601 with their offset (a
+    timestamp without a zone is taken as UTC), or as epoch milliseconds for such a field; a number becomes text
+    for a text field, and text is typed as a CSV cell is; a value that cannot be its kind is sent as its text
+    (strict: refused). A column the schema does not name is sent as it is."""
+    spec = schema.by_name.get(column)
+    if isinstance(value, dt.datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        if spec is not None and spec.epoch_millis:
+            return (moment - _EPOCH) // dt.timedelta(milliseconds=1)
+        value = moment.isoformat()
+    elif isinstance(value, dt.date):
+        value = value.isoformat()
+    elif isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    number = isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+    if spec is None:
+        return _Number(str(value)) if number and math.isfinite(value) else _plain(value)
+    kind = _kind(schema, column)
+    if isinstance(value, str) and kind in _WANTED:
+        return _typed(schema, column, value, where, strict)  # a text column, read as a CSV cell is
+    if kind == "long" and number and isinstance(value, int):
+        return value
+    if kind in ("double", "decimal") and number and math.isfinite(value):
+        return _Number(str(value))
+    if kind == "boolean" and isinstance(value, bool):
+        return value
+    if kind not in _WANTED and isinstance(value, str):
+        return value
+    if kind == "string" and number:
+        return str(value)
+    _refuse_if(strict, f"{where}: {column} must be {_WANTED.get(kind, 'text')}, got {value!r}")
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    """A value JSON can hold as it is: text, a boolean, a list or a map; anything else as its text."""
+    return value if isinstance(value, (str, bool, list, dict)) else str(value)

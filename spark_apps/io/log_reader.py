@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 
 from spark_apps.core.settings import Settings
+from spark_apps.pipeline.event_schema import EventSchema
 
 Offsets = Mapping[int, int]
 
@@ -24,3 +25,13 @@ def read_log_range(spark, settings: Settings, topic: str, start: Offsets, end: O
             .option("endingOffsets", offsets_json(topic, end))
             .option("failOnDataLoss", "true")
             .load())
+
+
+def dead_letters_by_reason(spark, settings: Settings, topic: str, start: Offsets, end: Offsets,
+                           schema: EventSchema) -> dict[str, int]:
+    """How many records of ``[start, end)`` the stream's own parser dead-letters, by reason: what a producer
+    can tell its user before any stream has read them."""
+    from spark_apps.transforms.parsing import dead_letters, parse_records
+
+    parsed = parse_records(read_log_range(spark, settings, topic, start, end), schema)
+    return {row["reason"]: row["count"] for row in dead_letters(parsed).groupBy("reason").count().collect()}

@@ -1,7 +1,7 @@
 """Writes events into the log with an idempotent, throughput-tuned kafka-python producer.
 
 Two sources: a pipeline's own generator (:func:`produce`, which also writes the manifest of what was sent) and a
-file of events (:func:`produce_file`: JSON lines, or CSV with a header). Every record is keyed by the pipeline's
+file of events (:func:`produce_file`, read by ``io.event_files``). Every record is keyed by the pipeline's
 entity key (``EventSchema.key_field``), so one entity's events stay in one partition, in order.
 
 Guarantees: within one run, retries never duplicate or reorder a record of a partition (producer
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from itertools import islice
@@ -244,8 +244,8 @@ def produce(settings: Settings, pipeline: Pipeline, request: GeneratorRequest, t
     return ProduceResult(sent=count, failed=0, elapsed_s=elapsed, interrupted=interrupted, manifest=manifest)
 
 
-def produce_file(settings: Settings, topic: str, records: Sequence[FileRecord], source: str,
+def produce_file(settings: Settings, topic: str, records: Iterable[FileRecord], source: str,
                  rate: float | None = None, show_progress: bool = True) -> ProduceResult:
-    """Send the events of a file, read whole first by :func:`read_events` (so a bad line sends nothing)."""
-    _, count, elapsed, interrupted = send(settings, topic, records, len(records), rate, show_progress, keep=False)
+    """Send the events of a file as ``io.event_files`` reads them, drawn as they are sent: memory stays flat."""
+    _, count, elapsed, interrupted = send(settings, topic, records, None, rate, show_progress, keep=False)
     return ProduceResult(sent=count, failed=0, elapsed_s=elapsed, interrupted=interrupted, source=source)

@@ -124,12 +124,13 @@ def test_produce_file_lands_every_event_of_a_json_lines_file_in_the_topic_keyed_
     lines = [json.dumps(event, separators=(",", ":")) for event in events]
     path = tmp_path / "events.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-           "KAPPA_HOME": str(settings.home)}
-    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--file", str(path), "--topic", topic],
+    env = {**os.environ, **settings.as_env()}
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--file", str(path), "--topic", topic,
+                           "--accept-late"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"produced 40 records to {topic}" in done.stdout and f"from {path}" in done.stdout
+    assert done.stdout.strip().endswith("the stream's parser dead-letters none of them"), done.stdout
 
     assert sum(end for _, end in partition_offsets(settings, topic).values()) == 40, "acks=all: all are in the log"
     stored = Counter((r.key, r.value) for r in read_log(settings, topic))
@@ -145,7 +146,8 @@ def test_records_over_the_topic_limit_are_named_in_one_line_and_every_other_reco
     path.write_text("".join(json.dumps(event) + "\n" for event in events))
     env = {**os.environ, "KAPPA_KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
            "KAPPA_HOME": str(settings.home)}
-    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--file", str(path), "--topic", topic],
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "produce", "--file", str(path), "--topic", topic,
+                           "--accept-late"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     error = done.stderr.strip().splitlines()[-1]  # after the progress line, which counts the 8 sent

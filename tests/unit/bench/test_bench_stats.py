@@ -101,7 +101,7 @@ def test_a_run_without_same_size_batches_has_no_batch_cost_ratio():
 def test_quick_runs_one_size_and_one_rate_and_explicit_options_still_win():
     quick = parse_args(["--quick"])
     assert (quick.sizes, quick.rates, quick.latency_seconds) == (QUICK["sizes"], QUICK["rates"], 60)
-    assert quick.sizes == [200_000] and quick.rates == [1000]
+    assert quick.sizes == [200_000] and quick.rates == [1000] and quick.file_mib == 100
     assert parse_args(["--quick", "--rates", "500"]).rates == [500]
     full = parse_args([])
     assert (full.quick, full.sizes, full.rates) == (False, FULL["sizes"], FULL["rates"])
@@ -113,9 +113,11 @@ def test_page_shows_the_ratio_to_the_limit_and_each_latency_percentile():
                                                              "stage_seconds": {"parse": 2.0}},
            "platform_to_limit": 0.25,
            "latency": [{"target_rate": 1000, "latency_s": {"p50": 2.5, "p95": 4.0, "p99": 6.25}}],
+           "file_producer": {"records_per_s": 30000.0, "file_bytes": 2**30, "mb_per_s": 12.5, "peak_rss_mib": 80.4},
            "sizes": []}
     page = render(doc)
     assert "<b>25%</b>" in page and "1,000/s p99" in page and "6.25 s" in page and "40,000 records/s" in page
+    assert "a 1,024 MiB CSV at 12.5 MB/s with a peak memory of 80 MiB" in page
 
 
 @pytest.mark.parametrize("argv", [["--sizes", "10,5"], ["--sizes", "ten"], ["--rates", "0"], ["--batch", "0"]])
