@@ -390,3 +390,38 @@ def file_producer(settings: Settings, size_bytes: int) -> dict:
     return {"file_bytes": size, "rows": rows, **measured,
             "mb_per_s": round(size / 1e6 / measured["seconds"], 1)}
 
+
+def status_answer(spark, settings: Settings, target: Target, runs: int = 1000, per_commit: int = 10) -> dict:
+    """Seconds `kappa status` takes, as on-call runs it (its own process), over a ledger of ``runs`` more
+    reconciliation runs of the pipeline, appended ``per_commit`` runs a commit."""
+    import datetime as dt
+    import os
+    import subprocess
+    import sys
+
+    from spark_apps.audit import ledger
+
+    tables = [target.tables.gold(g.name) for g in target.pipeline.gold_tables]
+    now = dt.datetime.now()
+    for first in range(0, runs, per_commit):
+        rows = []
+        for run in range(first, first + per_commit):
+            at = now - dt.timedelta(minutes=runs - run)
+            rows += [ledger.LedgerRow(
+                run_id=f"bench_status.{run:05d}", pipeline=target.name, table=table, started_at=at, finished_at=at,
+                stream_table=table, stream_version=run, stream_app_id="bench", stream_batch_id=run,
+                topic=target.topic, start_offsets={0: 0}, end_offsets={0: run}, snapshot_table=f"batch.{table}",
+                snapshot_version=run, stream_rows=run, batch_rows=run, matched=run, missing_in_stream=0,
+                extra_in_stream=0, value_mismatch=0, buckets=1, differing_buckets=0, compare_seconds=0.1,
+                stream_equals_batch=True, quality_ok=True, success=True, gx_result="", detail="", code_version="",
+                as_of=at) for table in tables]
+        ledger.append(spark, settings, rows)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "spark_apps.cli", "status"], env={**os.environ, **settings.as_env()},
+                          capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if done.returncode not in (0, 1, 3):
+        raise PlatformError(f"kappa status failed: {done.stderr.strip()[-500:]}")
+    return {"ledger_runs_added": runs, "ledger_commits_added": runs // per_commit, "seconds": round(seconds, 2),
+            "exit_code": done.returncode}
+

@@ -23,6 +23,10 @@ def _throughput(doc: dict) -> str:
     if sent:
         caption += (f"<p>The file producer sent a {sent['file_bytes'] / 2**20:,.0f} MiB CSV at "
                     f"{sent['mb_per_s']:,.1f} MB/s with a peak memory of {sent['peak_rss_mib']:,.0f} MiB.</p>")
+    status = doc.get("status")
+    if status:
+        caption += (f"<p><code>kappa status</code> answered in {status['seconds']:.1f} s over a ledger of "
+                    f"{status['ledger_runs_added']:,} more runs.</p>")
     return hbars(rows) + caption
 
 

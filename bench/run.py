@@ -198,6 +198,9 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     run.begin(f"`kappa produce --file` of a {args.file_mib:,} MiB CSV, in a process of its own")
     doc["file_producer"] = measures.file_producer(settings, args.file_mib * 2**20)
     run.save()
+    run.begin("`kappa status` over a ledger of 1,000 more runs, in a process of its own")
+    doc["status"] = measures.status_answer(spark, settings, target)
+    run.save()
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
     run.save()
 
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
                         spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
-    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 4)
+    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 5)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     catalog = CatalogServer(settings, stop_with_parent=True)
     try:

@@ -274,7 +274,7 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime as dt
 
     from spark_apps.io.spark_session import get_spark
-    from spark_apps.ops.status import as_json, pipeline_status, render
+    from spark_apps.ops.status import as_json, exit_code, render, statuses
     from spark_apps.pipeline.declaration import registered_pipelines
     from spark_apps.target.resolution import declared
 
@@ -284,11 +284,10 @@ def _status(args: argparse.Namespace, settings: Settings) -> int:
     for spec in specs:
         target = declared(settings, spec)
         targets.setdefault(target.name, target)
-    spark = get_spark(settings, app_name="kappa-status")
-    statuses = [pipeline_status(spark, settings, target) for target in targets.values()]
-    print(render(statuses, dt.datetime.now()))
-    _write_json(args.json, {"pipelines": [as_json(s) for s in statuses]})
-    return 0 if all(s.healthy for s in statuses) else EXIT_FAILED
+    found = statuses(settings, list(targets.values()), lambda: get_spark(settings, app_name="kappa-status"))
+    print(render(found, dt.datetime.now()))
+    _write_json(args.json, {"pipelines": [as_json(s) for s in found]})
+    return exit_code(found)
 
 
 def _lineage(args: argparse.Namespace, settings: Settings) -> int:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from spark_apps.core.settings import Settings
 from spark_apps.ops import supervisor
-from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.target.resolution import Target
 
 
@@ -33,8 +34,27 @@ class PipelineStatus:
 
     @property
     def healthy(self) -> bool:
-        """What on-call acts on: the stream is up and the newest audit (if any) was exact."""
+        """What on-call acts on: the stream is up (or was never deployed) and the newest audit, if any, was
+        exact."""
         return self.stream.healthy and (self.last_audit is None or self.last_audit.success)
+
+    @property
+    def unknown(self) -> bool:
+        """Nothing is known to be wrong, but the stream cannot be judged: the log cannot be read."""
+        return self.stream.status == "blind" and (self.last_audit is None or self.last_audit.success)
+
+
+# What `kappa status` exits with, for scripts and monitors (Nagios' OK and UNKNOWN; 2 is a usage error).
+EXIT_HEALTHY = 0
+EXIT_INCIDENT = 1
+EXIT_UNKNOWN = 3
+
+
+def exit_code(statuses: list[PipelineStatus]) -> int:
+    """Healthy when every pipeline is; an incident when one is not and it can be told; else cannot tell."""
+    if all(s.healthy for s in statuses):
+        return EXIT_HEALTHY
+    return EXIT_UNKNOWN if all(s.healthy or s.unknown for s in statuses) else EXIT_INCIDENT
 
 
 def observe_stream(settings: Settings, target: Target) -> supervisor.Health:
@@ -42,32 +62,39 @@ def observe_stream(settings: Settings, target: Target) -> supervisor.Health:
     return supervisor.observe(settings, target, time.time()).health
 
 
-def last_audit(spark, settings: Settings, pipeline: Pipeline) -> LastAudit | None:
-    """The newest reconciliation run of the pipeline in the ledger; a run fails when any of its rows failed."""
-    from pyspark.sql import functions as F
-
-    from spark_apps.audit.ledger import LEDGER_TABLE
-    from spark_apps.io.catalog import read_if_present
-
-    ledger = read_if_present(spark, settings, LEDGER_TABLE)
-    if ledger is None:
-        return None
-    runs = (ledger.where(F.col("pipeline") == pipeline.name)
-            .groupBy("run_id")
-            .agg(F.max("finished_at").alias("finished_at"), F.min(F.col("success").cast("int")).alias("success"),
-                 F.sort_array(F.collect_set(F.when(~F.col("success"), F.col("table")))).alias("failed"))
-            .orderBy(F.col("finished_at").desc(), F.col("run_id").desc()).limit(1).collect())
+def last_audit(ledger: list[dict], pipeline: str) -> LastAudit | None:
+    """The newest reconciliation run of the pipeline in the ledger's rows; a run fails when any of its rows
+    failed."""
+    runs: dict[str, list[dict]] = {}
+    for row in ledger:
+        if row["pipeline"] == pipeline:
+            runs.setdefault(row["run_id"], []).append(row)
     if not runs:
         return None
-    run = runs[0]
-    return LastAudit(run.run_id, run.finished_at, bool(run.success), tuple(run.failed))
+    run_id, rows = max(runs.items(), key=lambda run: (max(r["finished_at"] for r in run[1]), run[0]))
+    return LastAudit(run_id, max(r["finished_at"] for r in rows), all(r["success"] for r in rows),
+                     tuple(sorted({r["table"] for r in rows if not r["success"]})))
 
 
-def pipeline_status(spark, settings: Settings, target: Target) -> PipelineStatus:
-    from spark_apps.serving import state as serving
+def current_modes(decisions: list[dict], pipeline: str) -> dict[str, str]:
+    """Each gold table's serving mode: its newest decision (as ``serving.state.current``)."""
+    newest = sorted((d for d in decisions if d["pipeline"] == pipeline), key=lambda d: (d["decided_at"], d["table"]))
+    return {d["table"]: d["mode"] for d in newest}
 
-    return PipelineStatus(target.name, observe_stream(settings, target), last_audit(spark, settings, target.pipeline),
-                          serving.current_modes(spark, settings, target.name))
+
+def statuses(settings: Settings, targets: list[Target], spark: Callable[[], Any]) -> list[PipelineStatus]:
+    """Every target's status. The ledger and the serving state are read once, from their files (``spark()``
+    starts a session only for a table that needs Delta's own reader)."""
+    from spark_apps.audit.ledger import LEDGER_TABLE
+    from spark_apps.io import delta_snapshot
+    from spark_apps.serving.state import SERVING_STATE_TABLE
+
+    ledger = delta_snapshot.rows(settings, LEDGER_TABLE, ["run_id", "pipeline", "table", "finished_at", "success"],
+                                 spark)
+    decisions = delta_snapshot.rows(settings, SERVING_STATE_TABLE, ["pipeline", "table", "mode", "decided_at"],
+                                    spark)
+    return [PipelineStatus(t.name, observe_stream(settings, t), last_audit(ledger, t.name),
+                           current_modes(decisions, t.name)) for t in targets]
 
 
 def as_json(status: PipelineStatus) -> dict:
@@ -99,7 +126,8 @@ def _row(status: PipelineStatus, now: dt.datetime) -> tuple[str, ...]:
     else:
         when = f"{_age(now - audit.finished_at)} ago ({audit.run_id})"
         verdict = "exact" if audit.success else f"FAILED: {', '.join(audit.failed_tables) or 'contract'}"
-    return status.pipeline, status.stream.status, lag, when, verdict, _serving_summary(status.serving)
+    stream = "not started" if status.stream.status == "idle" else status.stream.status
+    return status.pipeline, stream, lag, when, verdict, _serving_summary(status.serving)
 
 
 def _serving_summary(modes: dict[str, str]) -> str:

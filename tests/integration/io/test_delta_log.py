@@ -99,3 +99,22 @@ def test_the_stream_position_passes_over_a_commit_another_writer_tagged_with_a_b
             json.dumps({"commitInfo": {"operation": "WRITE", "userMetadata": json.dumps(meta)}}) + "\n")
     position = position_at(str(tmp_path / "t"))
     assert (position.table_version, position.app_id, position.batch_id, position.end_offsets) == (1, "app", 3, {0: 12})
+
+
+def test_the_snapshot_read_without_a_jvm_equals_sparks_after_a_checkpoint_an_optimize_and_a_new_column(
+        spark, tmp_path):
+    """Delta writes a checkpoint every tenth commit and OPTIMIZE retires files: the log replay must agree."""
+    from spark_apps.io.delta_snapshot import read_table
+
+    path = str(tmp_path / "appended")
+    for n in range(12):
+        frame = spark.createDataFrame([(f"r{n}", n)], "run_id string, n long")
+        if n >= 6:
+            frame = frame.selectExpr("*", "n % 2 = 0 AS even")
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+        if n == 8:
+            DeltaTable.forPath(spark, path).optimize().executeCompaction()
+    assert any(p.name.endswith(".checkpoint.parquet") for p in (tmp_path / "appended" / "_delta_log").iterdir())
+    expected = sorted(tuple(r) for r in spark.read.format("delta").load(path).select("run_id", "n", "even").collect())
+    got = sorted(tuple(r.values()) for r in read_table(tmp_path / "appended", ["run_id", "n", "even"]).to_pylist())
+    assert got == expected and len(got) == 12

@@ -25,7 +25,7 @@ from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import ensure_topic
 from spark_apps.marketplace.pipeline import PIPELINE as MARKETPLACE
 from spark_apps.ops.scheduled_audit import reconcile
-from spark_apps.ops.status import pipeline_status, render
+from spark_apps.ops.status import render, statuses
 from spark_apps.pipeline.declaration import load_pipeline
 from spark_apps.serving import replay
 from spark_apps.serving import state as serving
@@ -123,10 +123,13 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
         assert sorted(decisions) == served_tables(name)
         assert {d.mode for d in decisions.values()} == {serving.KAPPA}, decisions
         assert {d.run_id for d in decisions.values()} == {f"{name}.exact"}
-    statuses = [pipeline_status(spark, local, declared(local, SPECS[name])) for name in SPECS]
-    assert {(s.pipeline, s.last_audit.run_id, s.last_audit.success) for s in statuses} == {
+    found = statuses(local, [declared(local, SPECS[name]) for name in SPECS],
+                     lambda: pytest.fail("the ledger and the serving state read without Spark"))
+    assert {(s.pipeline, s.last_audit.run_id, s.last_audit.success) for s in found} == {
         (name, f"{name}.exact", True) for name in SPECS}
-    screen = render(statuses, dt.datetime.now())
+    assert {s.pipeline: s.serving for s in found} == {
+        name: {table: d.mode for table, d in serving.current(spark, local, name).items()} for name in SPECS}
+    screen = render(found, dt.datetime.now())
     for name, pipeline in PIPELINES.items():
         gold = len(pipeline.gold_tables)
         assert any(line.startswith(name) and f"{gold} of {gold} from the stream" in line
@@ -169,8 +172,8 @@ def test_two_pipelines_stream_side_by_side_cut_over_replay_and_alert_without_tou
         assert all(dedup.startswith(f"reconcile:{name}:") for _, dedup in new), new
         assert snapshot(spark, local, other) == before, f"{name}'s failed audit moved {other}"
 
-    statuses = [pipeline_status(spark, local, declared(local, spec)) for spec in SPECS.values()]
-    screen = render(statuses, dt.datetime.now())
+    found = statuses(local, [declared(local, spec) for spec in SPECS.values()], lambda: spark)
+    screen = render(found, dt.datetime.now())
     for name, (gold, _, _) in corruptions.items():
         line = next(line for line in screen.splitlines() if line.startswith(name))
         assert "FAILED" in line and gold in line, screen

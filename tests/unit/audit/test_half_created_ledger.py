@@ -7,9 +7,9 @@ import pytest
 from spark_apps.audit import ledger
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
+from spark_apps.io import delta_snapshot
 from spark_apps.io.catalog import existing_table_path, read_if_present, table_path
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.ops.status import last_audit
 from spark_apps.serving import state as serving
 from spark_apps.target import generations
 
@@ -25,7 +25,7 @@ def test_a_ledger_whose_log_a_crashed_create_left_empty_reads_as_no_runs_and_nam
     assert read_if_present(None, settings, ledger.LEDGER_TABLE) is None
     assert ledger.run_rows(None, settings, "kappa_reconcile.20261202T000000Z") == []
     assert ledger.latest_runs(None, settings, PIPELINE.name) == {}
-    assert last_audit(None, settings, PIPELINE) is None
+    assert delta_snapshot.rows(settings, ledger.LEDGER_TABLE, ["run_id"], spark=lambda: pytest.fail("no table")) == []
     assert serving.last_audit_at(None, settings, PIPELINE) is None
     with pytest.raises(PlatformError, match=f"no Delta table {ledger.LEDGER_TABLE} at"):
         existing_table_path(settings, ledger.LEDGER_TABLE)

@@ -2,7 +2,16 @@
 
 import datetime as dt
 
-from spark_apps.ops.status import LastAudit, PipelineStatus, as_json, render
+from spark_apps.ops.status import (
+    EXIT_HEALTHY,
+    EXIT_INCIDENT,
+    EXIT_UNKNOWN,
+    LastAudit,
+    PipelineStatus,
+    as_json,
+    exit_code,
+    render,
+)
 from spark_apps.ops.supervisor import Health
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, 0)
@@ -40,3 +49,20 @@ def test_a_failed_last_audit_makes_an_up_stream_unhealthy():
     failed = status("m", "ok", 0, LastAudit("r", NOW, False, ()), {"gold.a": "lambda"})
     assert not failed.healthy
     assert "FAILED: contract" in render([failed], NOW)
+
+
+def test_a_pipeline_never_deployed_shows_not_started_and_leaves_the_exit_code_healthy():
+    fresh = status("marketplace", "idle", None, None, {})
+    assert render([fresh], NOW).splitlines()[1].split()[:3] == ["marketplace", "not", "started"]
+    assert exit_code([fresh]) == EXIT_HEALTHY
+
+
+def test_the_exit_code_says_healthy_an_incident_or_cannot_tell():
+    fine = status("a", "ok", 0, None, {})
+    blind = status("b", "blind", None, None, {})
+    down = status("c", "down", None, None, {})
+    failed_blind = status("d", "blind", None, LastAudit("r", NOW, False, ()), {})
+    assert exit_code([fine]) == EXIT_HEALTHY
+    assert exit_code([fine, blind]) == EXIT_UNKNOWN, "the log cannot be read: nothing known to be wrong"
+    assert exit_code([blind, down]) == EXIT_INCIDENT
+    assert exit_code([failed_blind]) == EXIT_INCIDENT, "a failed audit is an incident whatever the stream"
