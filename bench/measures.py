@@ -370,8 +370,8 @@ def write_events_file(path: Path, size_bytes: int) -> int:
 
 def file_producer(settings: Settings, size_bytes: int) -> dict:
     """`kappa produce --file`'s reader and producer in a process of their own, sending a CSV of ``size_bytes`` to
-    a topic of its own: records/s, MB/s and the process's peak memory, which stays flat whatever the file's size
-    (the file is read a chunk at a time)."""
+    a topic of its own: records/s, MB/s and the process's peak memory (the file is read a chunk at a time, so the
+    peak shows what the producer holds per record)."""
     import json
     import os
     import subprocess

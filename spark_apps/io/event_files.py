@@ -3,7 +3,7 @@
 Formats, by suffix: JSON lines (``.jsonl``, ``.ndjson``) and CSV with a header row (``.csv``), either one
 gzip-compressed (``.gz`` after it), and Parquet (``.parquet``). A folder is read as its files of these formats in
 name order (names starting with ``.`` or ``_``, such as Spark's ``_SUCCESS``, are not events). Files are read a
-chunk at a time, so memory stays flat whatever their size.
+chunk at a time, never read whole.
 
 Permissive by default, as Spark's own readers are: a record that is not a valid event is still sent, and the
 stream's parser dead-letters it with a reason that names what is wrong, so nothing of the file is lost:

@@ -246,6 +246,6 @@ def produce(settings: Settings, pipeline: Pipeline, request: GeneratorRequest, t
 
 def produce_file(settings: Settings, topic: str, records: Iterable[FileRecord], source: str,
                  rate: float | None = None, show_progress: bool = True) -> ProduceResult:
-    """Send the events of a file as ``io.event_files`` reads them, drawn as they are sent: memory stays flat."""
+    """Send the events of a file as ``io.event_files`` reads them, drawn as they are sent, never held whole."""
     _, count, elapsed, interrupted = send(settings, topic, records, None, rate, show_progress, keep=False)
     return ProduceResult(sent=count, failed=0, elapsed_s=elapsed, interrupted=interrupted, source=source)
