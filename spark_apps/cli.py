@@ -198,12 +198,15 @@ def _produce_file(args: argparse.Namespace, settings: Settings, target: Target) 
     if target.lateness.against == APPEND_TIME and not args.accept_late:
         _refuse_history(late_on_arrival(head, schema, target.lateness, time.time()), target, args.file)
     topic = ensure_topic(settings, args.topic or target.topic).name
-    before = {partition: end for partition, (_, end) in partition_offsets(settings, topic).items()}
+
+    def log_end() -> dict[int, int]:
+        return {partition: end for partition, (_, end) in partition_offsets(settings, topic).items()}
+
+    before = log_end()
     result = produce_file(settings, topic, itertools.chain(head, records), args.file, rate=args.rate)
     if result.interrupted:
         return result.summary(topic, None)
-    after = {partition: end for partition, (_, end) in partition_offsets(settings, topic).items()}
-    return f"{result.summary(topic, None)}; {_dead_letter_forecast(settings, target, topic, before, after)}"
+    return f"{result.summary(topic, None)}; {_dead_letter_forecast(settings, target, topic, before, log_end())}"
 
 
 # The share of a file's first records that the append-time rule would flag late from which the producer asks for

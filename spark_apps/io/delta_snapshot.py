@@ -110,8 +110,8 @@ def read_table(table: Path, columns: list[str]):
 
     pieces = []
     for path in live_files(table):
-        present = [c for c in columns if c in pq.read_schema(path).names]
-        pieces.append(pq.read_table(path, columns=present))
+        data = pq.ParquetFile(path)
+        pieces.append(data.read(columns=[c for c in columns if c in data.schema_arrow.names]))
     if not pieces:
         return pa.table({c: pa.array([], pa.null()) for c in columns})
     joined = pa.concat_tables(pieces, promote_options="default")

@@ -24,6 +24,7 @@ import contextlib
 import csv
 import datetime as dt
 import gzip
+import io
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -79,11 +80,12 @@ def event_files(path: Path) -> list[Path]:
 def read_records(paths: Sequence[Path], schema: EventSchema, strict: bool = False) -> Iterator[FileRecord]:
     """Every event of the files in order, read lazily (see the module's docstring for what ``strict`` refuses)."""
     for path in paths:
-        if format_of(path) == "parquet":
+        kind = format_of(path)
+        if kind == "parquet":
             yield from parquet_rows(path, schema, strict)
         else:
             with _text(path) as handle:
-                read = json_lines if format_of(path) == "jsonl" else csv_rows
+                read = json_lines if kind == "jsonl" else csv_rows
                 yield from read(handle, schema, path.name, strict)
 
 
@@ -179,16 +181,9 @@ def csv_rows(lines: Iterable[str], schema: EventSchema, name: str = "events",
 
 def _csv_text(row: list[str]) -> str:
     """A row as one line of CSV again: what a row of the wrong width is sent as."""
-    written: list[str] = []
-    csv.writer(_Lines(written), lineterminator="").writerow(row)
-    return "".join(written)
-
-
-class _Lines:
-    """A file-like list for csv.writer."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.write = lines.append
+    text = io.StringIO()
+    csv.writer(text, lineterminator="").writerow(row)
+    return text.getvalue()
 
 
 def parquet_rows(path: Path, schema: EventSchema, strict: bool = False) -> Iterator[FileRecord]:

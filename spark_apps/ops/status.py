@@ -36,12 +36,17 @@ class PipelineStatus:
     def healthy(self) -> bool:
         """What on-call acts on: the stream is up (or was never deployed) and the newest audit, if any, was
         exact."""
-        return self.stream.healthy and (self.last_audit is None or self.last_audit.success)
+        return self.stream.healthy and self.audit_exact
 
     @property
     def unknown(self) -> bool:
         """Nothing is known to be wrong, but the stream cannot be judged: the log cannot be read."""
-        return self.stream.status == "blind" and (self.last_audit is None or self.last_audit.success)
+        return self.stream.status == "blind" and self.audit_exact
+
+    @property
+    def audit_exact(self) -> bool:
+        """The newest audit, if any, was exact."""
+        return self.last_audit is None or self.last_audit.success
 
 
 # What `kappa status` exits with, for scripts and monitors (Nagios' OK and UNKNOWN; 2 is a usage error).
@@ -71,8 +76,10 @@ def last_audit(ledger: list[dict], pipeline: str) -> LastAudit | None:
             runs.setdefault(row["run_id"], []).append(row)
     if not runs:
         return None
-    run_id, rows = max(runs.items(), key=lambda run: (max(r["finished_at"] for r in run[1]), run[0]))
-    return LastAudit(run_id, max(r["finished_at"] for r in rows), all(r["success"] for r in rows),
+    finished = {run_id: max(r["finished_at"] for r in rows) for run_id, rows in runs.items()}
+    run_id = max(finished, key=lambda run: (finished[run], run))
+    rows = runs[run_id]
+    return LastAudit(run_id, finished[run_id], all(r["success"] for r in rows),
                      tuple(sorted({r["table"] for r in rows if not r["success"]})))
 
 
