@@ -8,6 +8,8 @@ heartbeat and the log end offsets (kafka-python), and judges them with the pure 
   when it has written none since), or no micro-batch completed while the log held records it had not read;
 - ``lagging``: more than ``max_lag_records`` records between its committed offsets and the log end;
 - ``ok``;
+- ``stopped``: no stream process runs because the last one ended as asked, caught up (``kappa stream`` without
+  ``--continuous``); healthy, and ``supervise`` starts one as it would for ``down``;
 - ``idle``: nothing was ever deployed (no stream process, no heartbeat, no topic yet): nothing to supervise.
 
 Before all of these, ``rewound``: the topic is not the log the stream read (recreated, truncated: see
@@ -55,6 +57,7 @@ class Health:
 
     status: str  # "ok" | "started" | "crash-loop" | "down" | "stalled" | "lagging" | "blind" (log unreadable)
     #              | "rewound" (the topic is not the log the stream read) | "idle" (never started, no topic yet)
+    #              | "stopped" (the last run ended as asked, caught up)
     lag_records: int | None  # None until the stream reports its first progress
     lag_by_partition: dict[int, int]
     heartbeat_age_s: float | None
@@ -63,7 +66,7 @@ class Health:
 
     @property
     def healthy(self) -> bool:
-        return self.status in ("ok", "started", "idle")
+        return self.status in ("ok", "started", "idle", "stopped")
 
 
 # Fewer records than this in the heartbeat's window are too few to judge a dead-letter ratio by.
@@ -180,6 +183,9 @@ def assess(heartbeat: dict | None, process_alive: bool, log_end: dict[int, int],
                     and age is not None and age <= UNSUPERVISED_BEAT_S)
     if not (process_alive or unsupervised):
         last = "no heartbeat" if age is None else f"last heartbeat {age:.0f}s ago"
+        if (heartbeat or {}).get("ended") == "caught_up":
+            return health("stopped", f"the last run read the log to its end and ended as asked ({last}); "
+                                     "`kappa stream --continuous` or the supervisor keeps one running")
         return health("down", f"no stream process is running ({last})")
     limit = settings.stream_stall_s
     last_sign = max((t for t in (beat_at, started_at_s) if t is not None), default=None)
@@ -200,7 +206,7 @@ def assess(heartbeat: dict | None, process_alive: bool, log_end: dict[int, int],
 def alert_for(health: Health, settings: Settings, target: Target, log_end: dict[int, int]) -> Alert | None:
     """The alert a verdict raises, if any; a restart still tells on-call, and its dedup key makes repeats one
     incident. Lag pages (critical) only beyond CRITICAL_LAG_FACTOR times the threshold."""
-    if health.status in ("ok", "idle"):
+    if health.status in ("ok", "idle", "stopped"):
         return None
     critical = health.status in ("down", "stalled", "blind", "crash-loop", "rewound") or (
         health.status == "lagging" and health.lag_records > CRITICAL_LAG_FACTOR * settings.max_lag_records)
@@ -439,7 +445,7 @@ def supervise(settings: Settings, target: Target, start: bool = True) -> Health:
                                         "started nothing")
     elif health.status not in ("blind", "idle"):
         _write_progress(settings, target, seen.progress)
-        if health.status == "down" and start:
+        if health.status in ("down", "stopped") and start:
             health = _restart(settings, target, health, now)
     return _tell_on_call(settings, target, health, seen.log_end, *window_alerts(seen.heartbeat, settings, target))
 

@@ -433,15 +433,17 @@ class StreamJob:
                 signal.signal(sig, handler)
         if heartbeat is not None:
             write_heartbeat(heartbeat, query, self.stats, self.topic, self.settings.dead_letter_window_s,
-                            self.topic_id, self.target.generation)
+                            self.topic_id, self.target.generation,
+                            ended="caught_up" if until_caught_up and not stop.is_set() else None)
         return self.stats
 
 
 def write_heartbeat(path: Path, query, stats: list[MicroBatchStats], topic: str, window_s: int,
-                    topic_id: str | None = None, generation: str | None = None) -> None:
+                    topic_id: str | None = None, generation: str | None = None, ended: str | None = None) -> None:
     """What a supervisor reads: last batch, its offsets and lag, durations, when, the records, dead letters and
     future events of the batches that finished within the last ``window_s`` seconds, the id of the topic the
-    stream reads, and the generation it writes (whose tables an alert names).
+    stream reads, the generation it writes (whose tables an alert names), and ``ended="caught_up"`` from a run
+    that ended as asked, once it had read the log to its end (so a stream that is not running did not fail).
 
     The last batch's offsets come from the batch itself, not from Spark's progress report: that report lands a
     moment after the batch ends, and a heartbeat naming batch N must carry batch N's offsets."""
@@ -455,6 +457,7 @@ def write_heartbeat(path: Path, query, stats: list[MicroBatchStats], topic: str,
         "topic_id": topic_id,
         "generation": generation,
         "query_active": query.isActive,
+        "ended": ended,
         "last_batch_id": stats[-1].batch_id if stats else None,
         "last_batch_records": stats[-1].records if stats else None,
         "last_batch_duration_s": round(stats[-1].duration_s, 3) if stats else None,

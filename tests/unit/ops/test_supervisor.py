@@ -85,6 +85,15 @@ def test_a_stream_without_its_process_is_down(settings):
     assert assess(None, False, {0: 130}, NOW, settings).detail == "no stream process is running (no heartbeat)"
 
 
+def test_a_stream_whose_last_run_ended_caught_up_as_asked_is_stopped_healthy_and_pages_nobody(settings, target):
+    ended = {**beat({0: 100}, age_s=300, active=False), "ended": "caught_up"}
+    health = assess(ended, False, {0: 100}, NOW, settings)
+    assert (health.status, health.healthy, health.lag_records) == ("stopped", True, 0)
+    assert health.detail.startswith("the last run read the log to its end and ended as asked (last heartbeat 300s")
+    assert alert_for(health, settings, target, {0: 100}) is None
+    assert assess({**ended, "ended": None}, False, {0: 100}, NOW, settings).status == "down"
+
+
 def test_a_killed_stream_whose_last_heartbeat_is_old_is_down(settings):
     assert assess(beat({0: 100}, age_s=120, active=True), False, {0: 100}, NOW, settings).status == "down"
 
