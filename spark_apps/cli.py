@@ -893,14 +893,30 @@ def _show_progress() -> None:
         logging.getLogger(client).setLevel(logging.CRITICAL)
 
 
+def _spark_log_named(settings: Settings | None, error: BaseException) -> str:
+    """Where Spark's own account of an error is, when Spark raised it (its warnings and stacks go to a file, not the
+    console): a py4j or PySpark exception in the error's chain, or a failed streaming query."""
+    job = sys.modules.get("spark_apps.stream.job")
+    seen: BaseException | None = error
+    while seen is not None and settings is not None:
+        if type(seen).__module__.startswith(("py4j", "pyspark")) or (job and isinstance(seen, job.StreamFailed)):
+            from spark_apps.io.spark_session import spark_log
+
+            return f" (Spark's log: {spark_log(settings)})"
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _show_progress()
     handler: Callable[[argparse.Namespace, Settings], int] = args.handler
+    settings = None
     try:
-        return handler(args, Settings.from_env())
+        settings = Settings.from_env()
+        return handler(args, settings)
     except PlatformError as exc:
-        print(f"kappa {args.command}: error: {exc}", file=sys.stderr)
+        print(f"kappa {args.command}: error: {exc}{_spark_log_named(settings, exc)}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"kappa {args.command}: interrupted", file=sys.stderr)

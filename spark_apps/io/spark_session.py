@@ -130,6 +130,7 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.enabled": str(settings.spark_ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
+                                                   f"-Dkappa.spark.log={spark_log(settings)}",
                                                    JIT_HUGE_METHODS, *class_archive_options(settings),
                                                    settings.spark_driver_java_options]).strip(),
         "spark.driver.bindAddress": "127.0.0.1",
@@ -153,6 +154,11 @@ def _base_conf(settings: Settings) -> dict[str, str]:
     }
 
 
+def spark_log(settings: Settings) -> Path:
+    """Where every Spark driver of the home writes its warnings and errors, instead of the console."""
+    return settings.log_dir / "spark.log"
+
+
 def get_spark(settings: Settings, app_name: str = "kappa"):
     """Create (or return the running) session on the shared catalog, where every table is visible by name.
 
@@ -164,6 +170,7 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
 
     require_running(settings)
     settings.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
     # The JVM resolves its own address before reading any setting; without this it may pick a non-loopback
     # one (and says so in a warning on every start).
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -174,6 +181,23 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     builder = SparkSession.builder.appName(app_name)
     for key, value in session_conf(settings).items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _jvm_output_to(spark_log(settings)):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def _jvm_output_to(log: Path) -> Iterator[None]:
+    """Start the JVM with its standard error on ``log``: it inherits this process's descriptor 2, and what it
+    prints itself, outside log4j, would reach the console (the JVM's "Using incubator modules" warning on every
+    start, an uncaught exception's stack). The command's own standard error is back when the JVM has started."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(log, "ab") as output:
+            os.dup2(output.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

@@ -30,14 +30,15 @@ def test_a_built_archive_is_mapped_by_the_driver_and_the_users_own_options_come_
     archive.write_bytes(b"archive")
     options = java_options(Settings(home=tmp_path, **jars, spark_class_archive=archive,
                                     spark_driver_java_options="-XX:+FlightRecorder"))
-    assert options[1:] == [JIT_HUGE_METHODS, f"-XX:SharedArchiveFile={archive}", QUIET_CLASS_ARCHIVE,
+    assert options[2:] == [JIT_HUGE_METHODS, f"-XX:SharedArchiveFile={archive}", QUIET_CLASS_ARCHIVE,
                            "-XX:+FlightRecorder"]
     assert options[0].startswith("-Dlog4j2.configurationFile=")
+    assert options[1] == f"-Dkappa.spark.log={tmp_path / 'logs' / 'spark.log'}"
 
 
 def test_without_an_archive_the_driver_gets_no_sharing_option(tmp_path, jars):
     options = java_options(Settings(home=tmp_path, **jars, spark_class_archive=tmp_path / "missing.jsa"))
-    assert options[1:] == [JIT_HUGE_METHODS] and options[0].startswith("-Dlog4j2.configurationFile=")
+    assert options[2:] == [JIT_HUGE_METHODS] and options[0].startswith("-Dlog4j2.configurationFile=")
 
 
 def test_executors_on_a_cluster_compile_sparks_huge_generated_methods_too(tmp_path, jars):
