@@ -209,13 +209,10 @@ def _produce_file(args: argparse.Namespace, settings: Settings, target: Target) 
     return f"{result.summary(topic, None)}; {_dead_letter_forecast(settings, target, topic, before, log_end())}"
 
 
-# The share of a file's first records that the append-time rule would flag late from which the producer asks for
-# --accept-late before sending.
-HISTORY_LATE_SHARE = 0.5
-
-
 def _refuse_history(counts: tuple[int, int], target: Target, file: str) -> None:
     """Refuse a file that is mostly history under the append-time rule: every such event would be late."""
+    from spark_apps.pipeline.lateness import HISTORY_LATE_SHARE
+
     timed, late = counts
     if timed and late >= HISTORY_LATE_SHARE * timed:
         raise PlatformError(
@@ -618,6 +615,36 @@ def _chaos(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _init(args: argparse.Namespace, settings: Settings) -> int:
+    """Draft a pipeline module and its test from a file's first rows, and say every guess it made."""
+    import os
+    import time
+    from pathlib import Path
+
+    from spark_apps.io.event_files import HISTORY_SAMPLE, event_files, sample_columns
+    from spark_apps.pipeline.draft import draft, pipeline_module, pipeline_test_module
+    from spark_apps.pipeline.lateness import HISTORY_LATE_SHARE
+
+    source = Path(args.source)
+    sample = sample_columns(event_files(source), HISTORY_SAMPLE)
+    drafted = draft(args.name, source.name, sample.columns, sample.cells_are_text, now_s=time.time(),
+                    allowed_s=settings.allowed_lateness_s, late_share=HISTORY_LATE_SHARE, id_field=args.id,
+                    time_field=args.time, key_field=args.key)
+    folder = Path(args.dir)
+    module, test = folder / f"{drafted.name}.py", folder / f"test_{drafted.name}.py"
+    existing = [str(path) for path in (module, test) if path.exists()]
+    if existing and not args.force:
+        raise PlatformError(f"{' and '.join(existing)} already exist; add --force to write over them")
+    folder.mkdir(parents=True, exist_ok=True)
+    module.write_text(pipeline_module(drafted))
+    test.write_text(pipeline_test_module(drafted, os.path.relpath(source, folder)))
+    print(f"read the first {sample.rows:,} rows of {args.source}"
+          + (f" ({sample.unreadable:,} more were not rows and are left out)" if sample.unreadable else ""))
+    print("\n".join(drafted.notes))
+    print(f"wrote {module} and {test}; next: kappa produce --pipeline {drafted.name}:PIPELINE --file {args.source}")
+    return 0
+
+
 def _schema(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.pipeline.event_schema import VALIDATION_ORDER_DOC, markdown_table
 
@@ -830,6 +857,17 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--pipeline", help="pipeline name or module:attribute whose generator feeds the scenarios "
                                           "(default: settings pipeline)")
     chaos.set_defaults(handler=_chaos)
+
+    init = commands.add_parser("init", help="draft a pipeline module and its test from a file of your events")
+    init.add_argument("name", help="the pipeline's name: its module, topic and table prefix")
+    init.add_argument("--from", dest="source", required=True, metavar="FILE",
+                      help="a file (or folder) of events, in any format `kappa produce --file` reads")
+    init.add_argument("--id", help="the column of event ids (default: guessed and said)")
+    init.add_argument("--time", help="the column of event times (default: guessed and said)")
+    init.add_argument("--key", help="the column whose value keys each record, or none (default: guessed and said)")
+    init.add_argument("--dir", default=".", help="where to write NAME.py and test_NAME.py (default: here)")
+    init.add_argument("--force", action="store_true", help="write over those files if they exist")
+    init.set_defaults(handler=_init)
 
     schema = commands.add_parser("schema", help="print a pipeline's event schema and the validation order")
     schema.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")

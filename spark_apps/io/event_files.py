@@ -331,3 +331,73 @@ def _parquet_value(schema: EventSchema, column: str, value: Any, where: str, str
 def _plain(value: Any) -> Any:
     """A value JSON can hold as it is: text, a boolean, a list or a map; anything else as its text."""
     return value if isinstance(value, (str, bool, list, dict)) else str(value)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A file's first rows as columns, for drafting a pipeline: each column's values in row order (None where a
+    row leaves it out). ``cells_are_text`` says that a value's text is all there is (CSV), so a cell such as
+    ``12`` may be a number; in JSON lines and Parquet a value's own type says."""
+
+    rows: int
+    columns: dict[str, list[Any]]
+    cells_are_text: bool
+    unreadable: int = 0
+
+
+def sample_columns(paths: Sequence[Path], limit: int = HISTORY_SAMPLE) -> Sample:
+    """The first ``limit`` rows of the files (see :func:`event_files`), column by column. A JSON line that is not
+    an object, or a CSV row of the wrong width, is counted as unreadable and left out."""
+    rows: list[dict[str, Any]] = []
+    unreadable = 0
+    cells_are_text = all(format_of(path) != "jsonl" for path in paths)
+    for path in paths:
+        for row in _raw_rows(path):
+            if row is None:
+                unreadable += 1
+            else:
+                rows.append(row)
+            if len(rows) + unreadable >= limit:
+                break
+        if len(rows) + unreadable >= limit:
+            break
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row))
+    return Sample(len(rows), {name: [row.get(name) for row in rows] for name in names}, cells_are_text, unreadable)
+
+
+def _raw_rows(path: Path) -> Iterator[dict[str, Any] | None]:
+    """A file's rows as they are written, untyped: CSV cells as text (an empty cell left out), JSON numbers that
+    are not whole as Decimal, Parquet values as pyarrow gives them; None for a row that is not one."""
+    kind = format_of(path)
+    if kind == "parquet":
+        import pyarrow
+        import pyarrow.parquet
+
+        try:
+            for batch in pyarrow.parquet.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                yield from ({k: v for k, v in row.items() if v is not None} for row in batch.to_pylist())
+        except (OSError, pyarrow.ArrowException) as exc:
+            raise PlatformError(f"{path}: cannot read it as Parquet ({exc})") from None
+        return
+    with _text(path) as handle:
+        if kind == "jsonl":
+            for line in handle:
+                if line.strip():
+                    try:
+                        event = json.loads(line, parse_float=Decimal, parse_constant=_not_json)
+                    except ValueError:
+                        event = None
+                    yield event if isinstance(event, dict) else None
+            return
+        reader = csv.reader(handle)
+        rows = _csv_reader_rows(reader, path.name)
+        header = [column.strip() for column in next(rows, None) or []]
+        if not any(header):
+            raise PlatformError(f"{path.name}: no header row; a CSV file of events starts with the field names")
+        _check_header(header, path.name)
+        for row in rows:
+            if any(cell.strip() for cell in row):
+                yield ({column: cell for column, cell in zip(header, row, strict=True) if cell.strip()}
+                       if len(row) == len(header) else None)

@@ -23,6 +23,9 @@ from spark_apps.core.errors import PlatformError
 APPEND_TIME = "append_time"
 HIGH_WATER_MARK = "high_water_mark"
 RULES = (APPEND_TIME, HIGH_WATER_MARK)
+# The share of a file's first events, late under the append-time rule, from which the file is a history: the
+# producer asks for --accept-late before sending it, and `kappa init` drafts the high-water-mark rule.
+HISTORY_LATE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
