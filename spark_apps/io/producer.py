@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from spark_apps.core.errors import BrokerError, PlatformError
 from spark_apps.core.progress import Progress
@@ -143,29 +144,61 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+# The bytes of records in flight (appended, not yet acknowledged) beyond which ``send`` waits for the oldest.
+# kafka-python's accumulator has no bound (its producer has no buffer.memory), so a producer that outran the broker
+# held every record in between: a 1 GiB file's run peaked at 451 MiB. 32 MiB is the Java producer's buffer.memory.
+IN_FLIGHT_BYTES = 32 * 2**20
+# What a record in flight holds besides its key and value: its future and its entries here and in its batch.
+RECORD_OVERHEAD_BYTES = 200
+
+
 class Acks:
-    """The futures of sent records, checked in bulk: no callback per record, and acknowledged ones let go of every
-    ``PRUNE_EVERY`` records so a long run does not hold a future per record."""
+    """The futures of records in flight, oldest first, checked without a callback per record.
 
-    PRUNE_EVERY = 65_536
+    Acknowledged ones are let go as they come, and ``add`` waits for the oldest while the records in flight hold more
+    than ``limit_bytes``, as the Java producer blocks on ``buffer.memory``: the producer's memory stays flat however
+    far it could run ahead of the broker."""
 
-    def __init__(self) -> None:
-        self.pending: list = []
+    def __init__(self, limit_bytes: int = IN_FLIGHT_BYTES) -> None:
+        self.limit_bytes = limit_bytes
+        self.in_flight: deque[tuple[Any, int]] = deque()
+        self.bytes = 0
         self.failures: list[BaseException] = []
-        # How many were still unanswered at the last settle: counting from there, a broker that falls behind by
-        # more than PRUNE_EVERY records does not make every further record scan all of them again.
-        self._kept = 0
 
-    def add(self, future) -> None:
-        self.pending.append(future)
-        if len(self.pending) - self._kept >= self.PRUNE_EVERY:
-            self.settle()
+    def add(self, future, size: int) -> None:
+        """Track one record's future; ``size`` is its key's and value's bytes."""
+        held = size + RECORD_OVERHEAD_BYTES
+        self.in_flight.append((future, held))
+        self.bytes += held
+        while self.in_flight and (self.in_flight[0][0].is_done or self.bytes > self.limit_bytes):
+            self._let_go_oldest()
+
+    def _let_go_oldest(self) -> None:
+        from kafka.errors import KafkaError
+
+        future, held = self.in_flight.popleft()
+        if not future.is_done:
+            with suppress(KafkaError):  # a failed record is noted below, like any other
+                future.get()
+        if future.failed():
+            self.failures.append(future.exception)
+        self.bytes -= held
+
+    @property
+    def pending(self) -> list:
+        """The futures not answered yet."""
+        return [future for future, _ in self.in_flight if not future.is_done]
 
     def settle(self) -> None:
         """Note the failures among the finished futures and keep only the unfinished ones."""
-        self.failures += [future.exception for future in self.pending if future.failed()]
-        self.pending = [future for future in self.pending if not future.is_done]
-        self._kept = len(self.pending)
+        kept: deque[tuple[Any, int]] = deque()
+        for future, held in self.in_flight:
+            if not future.is_done:
+                kept.append((future, held))
+            elif future.failed():
+                self.failures.append(future.exception)
+        self.in_flight = kept
+        self.bytes = sum(held for _, held in kept)
 
 
 def send(settings: Settings, topic: str, records: Iterable[R], total: int | None, rate: float | None = None,
@@ -195,7 +228,7 @@ def send(settings: Settings, topic: str, records: Iterable[R], total: int | None
             append = RecordAppender(producer, topic)
             for number, record in enumerate(_paced(records, rate) if rate else _read_ahead(records), start=1):
                 try:
-                    acks.add(append(record.key, record.value))
+                    acks.add(append(record.key, record.value), len(record.value) + len(record.key or b""))
                 except MessageSizeTooLargeError:
                     too_large.append(number)
                     continue

@@ -1,43 +1,62 @@
-"""The producer checks acknowledgements in bulk: every failure is found, and acknowledged futures are let go."""
+"""The producer checks acknowledgements in bulk: every failure is found, acknowledged futures are let go as they
+come, and no more than a bounded number of bytes is ever in flight: kafka-python's own accumulator has no bound."""
 
 from __future__ import annotations
 
+from kafka.errors import NotLeaderForPartitionError
 from kafka.future import Future
 
-from spark_apps.io.producer import Acks
+from spark_apps.io.producer import RECORD_OVERHEAD_BYTES, Acks
+
+
+class Answered(Future):
+    """A record's future whose batch the broker answers when the producer waits for it."""
+
+    waited = 0
+
+    def get(self):
+        Answered.waited += 1
+        return self.success("ok").value
 
 
 def test_failures_are_collected_and_only_unfinished_futures_are_kept():
     acks = Acks()
-    done, failed, waiting = Future(), Future(), Future()
-    for future in (done, failed, waiting):
-        acks.add(future)
+    waiting, done, failed = Future(), Future(), Future()
+    for future in (waiting, done, failed):
+        acks.add(future, 10)
     done.success("ok")
     failed.failure(ValueError("nope"))
     acks.settle()
     assert [str(e) for e in acks.failures] == ["nope"] and acks.pending == [waiting]
+    assert acks.bytes == 10 + RECORD_OVERHEAD_BYTES
 
 
-def test_acknowledged_futures_are_let_go_every_so_many_records():
+def test_acknowledged_futures_are_let_go_as_they_come():
     acks = Acks()
-    acks.PRUNE_EVERY = 4
     for _ in range(10):
         future = Future()
         future.success("ok")
-        acks.add(future)
-    assert len(acks.pending) < 4 and acks.failures == []
+        acks.add(future, 100)
+    assert not acks.in_flight and acks.bytes == 0 and acks.failures == []
 
 
-def test_a_broker_that_falls_behind_is_looked_at_every_so_many_records_not_at_every_record():
-    class Counted(Acks):
-        PRUNE_EVERY = 4
-        settled = 0
+def test_beyond_the_limit_the_producer_waits_for_the_oldest_records_and_never_holds_more():
+    record = 1000 - RECORD_OVERHEAD_BYTES
+    acks = Acks(limit_bytes=5000)
+    futures = [Answered() for _ in range(20)]
+    for future in futures:
+        acks.add(future, record)
+        assert acks.bytes <= 5000
+    assert Answered.waited == 15 and all(f.is_done for f in futures[:15])
+    assert acks.pending == futures[15:]
 
-        def settle(self) -> None:
-            self.settled += 1
-            super().settle()
 
-    acks = Counted()
-    for _ in range(20):
-        acks.add(Future())
-    assert acks.settled == 5 and len(acks.pending) == 20
+def test_a_record_that_failed_while_the_producer_waited_for_it_is_a_failure():
+    class Refused(Future):
+        def get(self):
+            self.failure(NotLeaderForPartitionError("not leader"))
+            raise self.exception
+
+    acks = Acks(limit_bytes=1)
+    acks.add(Refused(), 10)
+    assert [type(e) for e in acks.failures] == [NotLeaderForPartitionError] and not acks.in_flight
