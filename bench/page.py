@@ -25,8 +25,9 @@ def _throughput(doc: dict) -> str:
                     f"{sent['mb_per_s']:,.1f} MB/s with a peak memory of {sent['peak_rss_mib']:,.0f} MiB.</p>")
     status = doc.get("status")
     if status:
-        caption += (f"<p><code>kappa status</code> answered in {status['seconds']:.1f} s over a ledger of "
-                    f"{status['ledger_runs_added']:,} more runs.</p>")
+        caption += (f"<p><code>kappa status</code> answered in {status['seconds']:.1f} s at the slowest over a "
+                    f"ledger of {status['ledger_runs_added']:,} more runs, Airflow "
+                    f"{escape(status.get('airflow', 'not started'))}.</p>")
     return hbars(rows) + caption
 
 

@@ -198,7 +198,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
     run.begin(f"`kappa produce --file` of a {args.file_mib:,} MiB CSV, in a process of its own")
     doc["file_producer"] = measures.file_producer(settings, args.file_mib * 2**20)
     run.save()
-    run.begin("`kappa status` over a ledger of 1,000 more runs, in a process of its own")
+    run.begin("`kappa status` over a ledger of 1,000 more runs, in a process of its own, with Airflow running")
     doc["status"] = measures.status_answer(spark, settings, target)
     run.save()
     doc["machine"]["load_at_end"] = round(os.getloadavg()[0], 2)
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     jars = PROJECT_ROOT / "var" / "jars"
     settings = Settings(home=home, spark_jars_dir=jars / "spark", kafka_jars_dir=jars / "kafka",
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
-                        spark_driver_memory="6g",
+                        airflow_port=free_port(), airflow_log_server_port=free_port(), spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
     run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 5)
     broker = EmbeddedBroker(settings, stop_with_parent=True)

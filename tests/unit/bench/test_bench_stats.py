@@ -114,12 +114,12 @@ def test_page_shows_the_ratio_to_the_limit_and_each_latency_percentile():
            "platform_to_limit": 0.25,
            "latency": [{"target_rate": 1000, "latency_s": {"p50": 2.5, "p95": 4.0, "p99": 6.25}}],
            "file_producer": {"records_per_s": 30000.0, "file_bytes": 2**30, "mb_per_s": 12.5, "peak_rss_mib": 80.4},
-           "status": {"seconds": 2.34, "ledger_runs_added": 1000},
+           "status": {"seconds": 2.34, "ledger_runs_added": 1000, "airflow": "running at http://127.0.0.1:8080"},
            "sizes": []}
     page = render(doc)
     assert "<b>25%</b>" in page and "1,000/s p99" in page and "6.25 s" in page and "40,000 records/s" in page
     assert "a 1,024 MiB CSV at 12.5 MB/s with a peak memory of 80 MiB" in page
-    assert "answered in 2.3 s over a ledger of 1,000 more runs" in page
+    assert "answered in 2.3 s at the slowest over a ledger of 1,000 more runs, Airflow running at" in page
 
 
 @pytest.mark.parametrize("argv", [["--sizes", "10,5"], ["--sizes", "ten"], ["--rates", "0"], ["--batch", "0"]])
