@@ -150,6 +150,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
 IN_FLIGHT_BYTES = 32 * 2**20
 # What a record in flight holds besides its key and value: its future and its entries here and in its batch.
 RECORD_OVERHEAD_BYTES = 200
+# How long the producer waits for the oldest record's answer: beyond kafka-python's delivery timeout (120 s), after
+# which the record would have failed had its sender been alive.
+ANSWER_TIMEOUT_S = 180.0
 
 
 class Acks:
@@ -174,15 +177,20 @@ class Acks:
             self._let_go_oldest()
 
     def _let_go_oldest(self) -> None:
-        from kafka.errors import KafkaError
+        """Wait for the oldest record's answer (kafka-python fails it after its delivery timeout, 120 s), then let it
+        go; it is let go only once answered, so a Ctrl-C meanwhile leaves it for ``settle`` to judge."""
+        from kafka.errors import KafkaError, KafkaTimeoutError
 
-        future, held = self.in_flight.popleft()
+        future, held = self.in_flight[0]
         if not future.is_done:
             with suppress(KafkaError):  # a failed record is noted below, like any other
-                future.get()
-        if future.failed():
-            self.failures.append(future.exception)
+                future.get(timeout=ANSWER_TIMEOUT_S)
+        self.in_flight.popleft()
         self.bytes -= held
+        if not future.is_done:
+            self.failures.append(KafkaTimeoutError(f"no answer within {ANSWER_TIMEOUT_S:.0f}s"))
+        elif future.failed():
+            self.failures.append(future.exception)
 
     @property
     def pending(self) -> list:

@@ -3,7 +3,8 @@ come, and no more than a bounded number of bytes is ever in flight: kafka-python
 
 from __future__ import annotations
 
-from kafka.errors import NotLeaderForPartitionError
+import pytest
+from kafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
 from kafka.future import Future
 
 from spark_apps.io.producer import RECORD_OVERHEAD_BYTES, Acks
@@ -14,7 +15,7 @@ class Answered(Future):
 
     waited = 0
 
-    def get(self):
+    def get(self, timeout):
         Answered.waited += 1
         return self.success("ok").value
 
@@ -53,10 +54,28 @@ def test_beyond_the_limit_the_producer_waits_for_the_oldest_records_and_never_ho
 
 def test_a_record_that_failed_while_the_producer_waited_for_it_is_a_failure():
     class Refused(Future):
-        def get(self):
+        def get(self, timeout):
             self.failure(NotLeaderForPartitionError("not leader"))
             raise self.exception
 
     acks = Acks(limit_bytes=1)
     acks.add(Refused(), 10)
     assert [type(e) for e in acks.failures] == [NotLeaderForPartitionError] and not acks.in_flight
+
+
+def test_a_record_never_answered_is_a_failure_and_one_interrupted_while_waiting_stays_to_be_judged():
+    class Silent(Future):
+        def get(self, timeout):
+            raise KafkaTimeoutError("no answer")
+
+    class Interrupted(Future):
+        def get(self, timeout):
+            raise KeyboardInterrupt
+
+    acks = Acks(limit_bytes=1)
+    acks.add(Silent(), 10)
+    assert [type(e) for e in acks.failures] == [KafkaTimeoutError] and not acks.in_flight
+    waiting = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        acks.add(waiting, 10)
+    assert acks.pending == [waiting]
