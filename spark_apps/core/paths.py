@@ -6,6 +6,7 @@ and the ledger link to; dbt writes the docs the report links to. Each path is de
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from spark_apps.core.settings import Settings
@@ -14,6 +15,19 @@ from spark_apps.core.settings import Settings
 def heartbeat_path(settings: Settings, pipeline: str) -> Path:
     """The stream's last batch, offsets, lag and rates, rewritten every half stall interval."""
     return settings.run_dir / f"{pipeline}.heartbeat.json"
+
+
+def forget_ending(heartbeat: Path) -> None:
+    """A new run of the stream begins: its heartbeat no longer says that the last run ended as asked, so a run that
+    dies before its first beat is judged down, not stopped."""
+    try:
+        beat = json.loads(heartbeat.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(beat, dict) and beat.get("ended"):
+        fresh = heartbeat.with_suffix(".tmp")
+        fresh.write_text(json.dumps({**beat, "ended": None}, indent=2))
+        fresh.replace(heartbeat)
 
 
 def checkpoint_path(settings: Settings, pipeline: str, table_prefix: str = "", generation: str = "") -> Path:

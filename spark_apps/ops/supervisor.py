@@ -31,7 +31,7 @@ from pathlib import Path
 from spark_apps.alerts.alert import Alert, resolution, runbook
 from spark_apps.alerts.dispatch import dispatch
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.paths import heartbeat_path
+from spark_apps.core.paths import forget_ending, heartbeat_path
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
@@ -362,6 +362,7 @@ def start_stream(settings: Settings, target: Target) -> int:
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True, env={**os.environ, **settings.as_env()})
     pid_path(settings, target).write_text(f"{process.pid}\n")
+    forget_ending(heartbeat_path(settings, target.name))
     return process.pid
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.paths import forget_ending
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut, stream_store
@@ -404,6 +405,8 @@ class StreamJob:
 
     def run(self, until_caught_up: bool = True, heartbeat: Path | None = None) -> list[MicroBatchStats]:
         """Run the query in the foreground; SIGTERM or Ctrl-C stops it between checks, safely."""
+        if heartbeat is not None:
+            forget_ending(heartbeat)
         try:
             return self._run_query(until_caught_up, heartbeat)
         finally:
