@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
@@ -181,10 +182,21 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     builder = SparkSession.builder.appName(app_name)
     for key, value in session_conf(settings).items():
         builder = builder.config(key, value)
-    with _jvm_output_to(spark_log(settings)):
-        spark = builder.getOrCreate()
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        with _jvm_output_to(spark_log(settings)) if SparkContext._active_spark_context is None else nullcontext():
+            spark = builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        raise PlatformError(f"Spark did not start ({str(exc).splitlines()[0]}); the JVM says why in "
+                            f"{spark_log(settings)}") from None
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+# One process-wide descriptor is swapped: two sessions starting at once in one process must not interleave.
+_OUTPUT_SWAP = threading.Lock()
 
 
 @contextmanager
@@ -192,12 +204,14 @@ def _jvm_output_to(log: Path) -> Iterator[None]:
     """Start the JVM with its standard error on ``log``: it inherits this process's descriptor 2, and what it
     prints itself, outside log4j, would reach the console (the JVM's "Using incubator modules" warning on every
     start, an uncaught exception's stack). The command's own standard error is back when the JVM has started."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(log, "ab") as output:
-            os.dup2(output.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    with _OUTPUT_SWAP:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with open(log, "ab") as output:
+                os.dup2(output.fileno(), 2)
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
