@@ -625,23 +625,24 @@ def _init(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.pipeline.draft import draft, pipeline_module, pipeline_test_module
     from spark_apps.pipeline.lateness import HISTORY_LATE_SHARE
 
-    source = Path(args.source)
+    source, folder = Path(args.source), Path(args.dir)
+    module, test = folder / f"{args.name}.py", folder / f"test_{args.name}.py"
     sample = sample_columns(event_files(source), HISTORY_SAMPLE)
     drafted = draft(args.name, source.name, sample.columns, sample.cells_are_text, now_s=time.time(),
                     allowed_s=settings.allowed_lateness_s, late_share=HISTORY_LATE_SHARE, id_field=args.id,
-                    time_field=args.time, key_field=args.key)
-    folder = Path(args.dir)
-    module, test = folder / f"{drafted.name}.py", folder / f"test_{drafted.name}.py"
+                    time_field=args.time, key_field=args.key, module=module)
     existing = [str(path) for path in (module, test) if path.exists()]
     if existing and not args.force:
         raise PlatformError(f"{' and '.join(existing)} already exist; add --force to write over them")
     folder.mkdir(parents=True, exist_ok=True)
-    module.write_text(pipeline_module(drafted))
-    test.write_text(pipeline_test_module(drafted, os.path.relpath(source, folder)))
+    module.write_text(pipeline_module(drafted), encoding="utf-8")
+    test.write_text(pipeline_test_module(drafted, os.path.relpath(source, folder)), encoding="utf-8")
     print(f"read the first {sample.rows:,} rows of {args.source}"
           + (f" ({sample.unreadable:,} more were not rows and are left out)" if sample.unreadable else ""))
     print("\n".join(drafted.notes))
-    print(f"wrote {module} and {test}; next: kappa produce --pipeline {drafted.name}:PIPELINE --file {args.source}")
+    there = "" if folder.resolve() == Path.cwd() else f"cd {folder} && "
+    produce = f"kappa produce --pipeline {drafted.name}:PIPELINE --file {os.path.relpath(source, folder)}"
+    print(f"wrote {module} and {test}; next: {there}{produce}")
     return 0
 
 

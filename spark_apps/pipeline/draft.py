@@ -14,11 +14,15 @@ Pure: it takes the sampled values and returns text; reading the file and writing
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
+import json
 import keyword
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from spark_apps.core.errors import PlatformError
@@ -33,7 +37,9 @@ MEASURES = 3  # numeric columns the draft's gold table aggregates
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}(:?\d{2})?)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _PLAIN_NUMBER = re.compile(r"[+-]?\d+(\.\d+)?")
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_NAME = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
+# What a field may be called: the stream's store keeps a leading underscore and a double one for its own columns.
+_FIELD = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)*")
 _LONG_RANGE = range(-(2**63), 2**63)
 
 
@@ -77,11 +83,14 @@ class Draft:
 
     @property
     def day(self) -> str:
-        return "event_day" if "day" in self.by_name else "day"
+        """The day column ``key_rows`` adds: a name no column of the file has."""
+        return next(name for name in ("day", "event_day", "event_date", "utc_day") if name not in self.by_name)
 
     @property
     def count(self) -> str:
-        return "events" if self.name in self.by_name else self.name
+        """The count column: the pipeline's name, unless the table's other columns take it."""
+        taken = {*self.group, *(alias for _, _, alias in self.measures)}
+        return next(name for name in (self.name, "events", "event_count", "counted_events") if name not in taken)
 
     @property
     def group(self) -> tuple[str, ...]:
@@ -90,9 +99,11 @@ class Draft:
     @property
     def measures(self) -> list[tuple[str, str, str]]:
         """The gold table's aggregates after its count: (function, column, alias) for the first few number
-        columns that are not the id, the key or named like an id; sums only where they are exact."""
+        columns that are not the id, the key, the type or version, or named like an id; sums only where they are
+        exact."""
         numbers = [c for c in self.columns if c.kind in ("long", "decimal", "double")
-                   and c.name not in (self.id_field, self.key_field) and not _id_like(c.name)][:MEASURES]
+                   and c.name not in (self.id_field, self.key_field, TYPE_FIELD, VERSION_FIELD)
+                   and not _id_like(c.name)][:MEASURES]
         return [(function, c.name, f"{function}_{c.name}") for c in numbers
                 for function in (("min", "max", "sum") if c.kind != "double" else ("min", "max"))]
 
@@ -177,22 +188,29 @@ def infer_column(name: str, values: Sequence[Any], text_typed: bool) -> Column:
 
 def draft(name: str, source: str, columns: dict[str, list[Any]], text_typed: bool, *, now_s: float,
           allowed_s: int, late_share: float, id_field: str | None = None, time_field: str | None = None,
-          key_field: str | None = None) -> Draft:
+          key_field: str | None = None, module: Path | None = None) -> Draft:
     """The draft of pipeline ``name`` from a file's sampled ``columns``; ``key_field="none"`` asks for no key.
 
     Raises PlatformError, in one line naming the flag to give, when a column it needs cannot be found."""
-    if not _NAME.fullmatch(name) or keyword.iskeyword(name):
-        raise PlatformError(f"pipeline name {name!r}: lower-case letters, digits and underscores, starting with a "
-                            "letter (it names the module, the topic and the tables)")
+    _check_name(name, module)
     if not columns:
         raise PlatformError(f"{source}: no rows to draft a pipeline from")
     rows = len(next(iter(columns.values())))
-    inferred = [infer_column(column, values, text_typed) for column, values in columns.items()]
+    unnamed = [column for column in columns if not _FIELD.fullmatch(column)]
+    inferred = [_typed_as_declared(infer_column(column, values, text_typed))
+                for column, values in columns.items() if column not in unnamed]
     nested = [column.name for column in inferred if column.kind == "nested"]
     kept = tuple(column for column in inferred if column.kind != "nested")
     by_name = {column.name: column for column in kept}
-    notes = [f"left out {', '.join(nested)}: nested values; a field holds one value (the stream ignores them)"
-             ] if nested else []
+    notes = []
+    if unnamed:
+        notes.append(f"left out {', '.join(map(repr, unnamed))}: a field's name is letters, digits and single "
+                     "underscores, starting with a letter (rename the column to keep it)")
+    if nested:
+        notes.append(f"left out {', '.join(nested)}: no value of a kind a field holds, such as a nested object, or "
+                     "always empty (the stream ignores them)")
+    if not kept:
+        raise PlatformError(f"{source}: no column can be a field; {notes[0]}")
 
     chosen_id = _named(id_field, by_name, "--id") or _guess_id(kept, source)
     notes.append(_said("id", chosen_id, id_field, "the id-like column with the most distinct values",
@@ -227,11 +245,35 @@ def draft(name: str, source: str, columns: dict[str, list[Any]], text_typed: boo
                  tuple(notes))
 
 
+def _check_name(name: str, module: Path | None) -> None:
+    """A pipeline's name is its module's: a plain identifier that no importable module has already, but for the
+    draft's own ``module`` written before."""
+    if not _NAME.fullmatch(name) or keyword.iskeyword(name):
+        raise PlatformError(f"pipeline name {name!r}: lower-case letters and digits, single underscores between "
+                            "them, starting with a letter (it names the module, the topic and the tables)")
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        found = None
+    if found is not None and not (module and found.origin and Path(found.origin).resolve() == module.resolve()):
+        raise PlatformError(f"pipeline name {name!r}: a module of that name is importable already "
+                            f"({found.origin or 'a package'}), and one of the two would hide the other; pick another")
+
+
+def _typed_as_declared(column: Column) -> Column:
+    """The event type and version columns hold what the platform reads as such: text and a whole number."""
+    kinds = {TYPE_FIELD: "string", VERSION_FIELD: "long"}
+    if column.name not in kinds or column.kind == kinds[column.name]:
+        return column
+    return Column(column.name, kinds[column.name], column.required, column.distinct)
+
+
 def _named(given: str | None, by_name: dict[str, Column], flag: str) -> str | None:
     if given is None:
         return None
     if given not in by_name:
-        raise PlatformError(f"{flag} {given}: no such column; the file has {', '.join(by_name)}")
+        known = ", ".join(by_name) or "none"
+        raise PlatformError(f"{flag} {given}: no column of that name can be a field; those that can: {known}")
     return given
 
 
@@ -284,7 +326,10 @@ def _epoch_seconds(value: Any) -> float | None:
     if isinstance(value, dt.datetime):
         return (value if value.tzinfo else value.replace(tzinfo=dt.UTC)).timestamp()
     if isinstance(value, str) and _TIME.fullmatch(value.strip()):
-        return dt.datetime.fromisoformat(value.strip()).timestamp()
+        try:
+            return dt.datetime.fromisoformat(value.strip()).timestamp()
+        except ValueError:  # not a real time: the stream dead-letters it
+            return None
     return None
 
 
@@ -293,7 +338,16 @@ def _label(column: Column) -> str:
 
 
 def _tuple(values: Sequence[str]) -> str:
-    return "(" + ", ".join(f'"{value}"' for value in values) + ("," if len(values) == 1 else "") + ")"
+    """A tuple of strings as Python source, one per line when they do not fit on one."""
+    items = [json.dumps(value) for value in values]
+    one_line = "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return one_line if len(one_line) <= 80 else "(\n" + "".join(f"        {item},\n" for item in items) + "    )"
+
+
+def _prose(text: str, indent: str = "") -> str:
+    """Text for a docstring, wrapped within the line length, without a quote or backslash that could end it."""
+    plain = text.replace("\\", "/").replace('"', "'")
+    return textwrap.fill(plain, width=116 - len(indent), subsequent_indent=indent)
 
 
 def _field(column: Column) -> str:
@@ -325,8 +379,10 @@ def pipeline_module(draft: Draft) -> str:
         imports = ["HIGH_WATER_MARK", *imports[:4], "Lateness", "Pipeline"]
         lateness = ("    # The file is a history: measured against append time, its events would all be late.\n"
                     "    lateness=Lateness(against=HIGH_WATER_MARK),\n")
-    return f'''"""The {draft.name} pipeline, drafted by `kappa init {draft.name} --from {draft.source}` from its first \
-{draft.rows:,} rows.
+    title = _prose(f"The {draft.name} pipeline, drafted by `kappa init {draft.name} --from {draft.source}` from its "
+                   f"first {draft.rows:,} rows.")
+    per_doc = _prose(f"Per {per}: {what}.", "    ")
+    return f'''"""{title}
 
 Check each field's kind, then grow the gold table (docs/pipelines.md, "Declaring a pipeline").
 """
@@ -350,7 +406,7 @@ def {draft.table}_rows(events, settings):
 
 
 def {draft.table}(rows, settings):
-    """Per {per}: {what}."""
+    """{per_doc}"""
     return rows.groupBy({group}).agg(
 {"".join(f"        {aggregate},{chr(10)}" for aggregate in aggregates)}    )
 
@@ -390,7 +446,7 @@ from spark_apps.io.event_files import event_files, read_records
 
 from {draft.name} import PIPELINE
 
-FILE = Path(__file__).with_name("{file_name}")
+FILE = Path(__file__).parent / {json.dumps(file_name)}
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import importlib.util
 import json
-import sys
 from decimal import Decimal
 
 import pyarrow as pa
@@ -85,7 +85,7 @@ def test_id_time_and_key_are_guessed_and_each_guess_is_said(tmp_path):
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    ({"id_field": "nope"}, "--id nope: no such column"),
+    ({"id_field": "nope"}, "--id nope: no column of that name can be a field; those that can: order_id"),
     ({"time_field": "amount"}, "--time amount: its values are not ISO-8601 times"),
 ])
 def test_a_column_named_wrongly_is_one_line(flags, message):
@@ -109,14 +109,20 @@ def test_a_file_of_history_is_measured_against_the_high_water_mark_and_says_why(
     assert plan.notes[-1].startswith("lateness: against the log's high-water mark, since 2 of 2 sampled events")
 
 
-def test_the_drafted_module_imports_as_a_pipeline_whose_gold_table_folds(tmp_path, monkeypatch):
+def imported(path):
+    """The module at ``path``, imported without leaving it importable by name."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_drafted_module_imports_as_a_pipeline_whose_gold_table_folds(tmp_path):
     (tmp_path / "orders.csv").write_text(CSV.replace("2026-12-05", "2024-01-05"))
     sample = sample_columns([tmp_path / "orders.csv"])
     plan = drafted(sample.columns, sample.cells_are_text)
     (tmp_path / "orders.py").write_text(pipeline_module(plan))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "orders", raising=False)
-    from orders import PIPELINE
+    PIPELINE = imported(tmp_path / "orders.py").PIPELINE  # noqa: N806 - the module's own name for it
 
     spec = {f.name: f.type_label for f in PIPELINE.schema.fields}
     assert spec == {"order_id": "string", "customer_id": "string", "placed_at": "timestamp",
@@ -131,7 +137,42 @@ def test_the_drafted_module_imports_as_a_pipeline_whose_gold_table_folds(tmp_pat
                                 "min(min_items) AS min_items", "max(max_items) AS max_items",
                                 "sum(sum_items) AS sum_items", "min(min_weight) AS min_weight",
                                 "max(max_weight) AS max_weight")
-    compile(pipeline_test_module(plan, "orders.csv"), "test_orders.py", "exec")
+    test = pipeline_test_module(plan, "data/orders.csv")
+    compile(test, "test_orders.py", "exec")
+    assert 'FILE = Path(__file__).parent / "data/orders.csv"' in test
+    too_long = [line for text in (pipeline_module(plan), test) for line in text.splitlines() if len(line) > 120]
+    assert not too_long
+
+
+def test_columns_no_field_can_be_named_are_left_out_and_said_and_an_impossible_time_is_only_a_misfit():
+    columns = {"_id": ["a", "b"], "order_id": ["o1", "o2"], "unit price": ["1", "2"], "x__y": ["1", "2"],
+               "placed_at": ["2026-12-05T23:59:00Z"] * 9 + ["2026-02-30T00:00:00Z"], "tags": [[1], [2]]}
+    columns = {name: (values * 5)[:10] for name, values in columns.items()}
+    plan = drafted(columns)
+    assert [c.name for c in plan.columns] == ["order_id", "placed_at"]
+    assert plan.notes[0] == ("left out '_id', 'unit price', 'x__y': a field's name is letters, digits and single "
+                             "underscores, starting with a letter (rename the column to keep it)")
+    assert plan.notes[1].startswith("left out tags: no value of a kind a field holds")
+    assert plan.by_name["placed_at"].misfits == 1
+
+
+def test_generated_names_never_collide_with_the_files_columns_or_each_other():
+    columns = {"day": ["x", "y"], "event_day": ["x", "y"], "order_id": ["o1", "o2"], "events": ["1", "2"],
+               "placed_at": ["2026-12-05T23:59:00Z"] * 2}
+    plan = draft("min_events", "f.csv", columns, True, now_s=NOW, allowed_s=900, late_share=HISTORY_LATE_SHARE)
+    assert plan.day == "event_date" and plan.count == "events"
+    assert len({*plan.group, plan.count, *(alias for _, _, alias in plan.measures)}) == 2 + len(plan.measures)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("json", "a module of that name is importable already"),
+    ("two__parts", "single underscores between them"),
+    ("ends_", "single underscores between them"),
+])
+def test_a_pipeline_name_that_would_shadow_a_module_or_confuse_table_names_is_refused(name, message):
+    with pytest.raises(PlatformError, match=message):
+        draft(name, "f.csv", {"order_id": ["o1"], "at": ["2026-12-05T23:59:00Z"]}, True, now_s=NOW,
+              allowed_s=900, late_share=HISTORY_LATE_SHARE)
 
 
 def test_json_lines_and_parquet_are_sampled_with_their_own_types(tmp_path):
