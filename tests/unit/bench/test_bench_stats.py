@@ -177,3 +177,15 @@ def test_each_production_is_dated_after_the_one_before_or_from_now_if_that_is_la
     assert clock.dating(500, 100.0) == 1_010_000, "produced in 2 s, dated over 10 s: the next continues its line"
     now["s"] = 2_000.0
     assert clock.dating(1, 1000.0) == 2_000_000, "the wall clock has passed the line: from now"
+
+
+def test_a_childs_peak_memory_is_its_own_not_the_peak_of_the_process_that_started_it():
+    import subprocess
+    import sys
+
+    held = bytearray(300 * 2**20)
+    held[::4096] = b"\1" * len(held[::4096])
+    code = "from bench.file_producer import peak_resident_kib; print(peak_resident_kib())"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(child.stdout) < 200 * 1024, "the child reported the parent's 300 MiB"
+    del held
