@@ -25,6 +25,7 @@ import csv
 import datetime as dt
 import gzip
 import io
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -154,17 +155,23 @@ def _csv_reader_rows(reader, name: str) -> Iterator[list[str]]:
         raise PlatformError(f"{name} line {reader.line_num}: not CSV ({exc})") from None
 
 
-def csv_rows(lines: Iterable[str], schema: EventSchema, name: str = "events",
-             strict: bool = False) -> Iterator[FileRecord]:
-    """One event per row under a header row, typed by the schema's field kinds and sent as compact JSON; empty
-    cells are left out."""
-    reader = csv.reader(lines)
+def _csv_header(reader, name: str) -> tuple[list[str], Iterator[list[str]]]:
+    """A CSV file's header, its names stripped and checked, and the rows under it."""
     rows = _csv_reader_rows(reader, name)
     header = next(rows, None)
     if not header or not any(column.strip() for column in header):
         raise PlatformError(f"{name}: no header row; a CSV file of events starts with the field names")
     header = [column.strip() for column in header]
     _check_header(header, name)
+    return header, rows
+
+
+def csv_rows(lines: Iterable[str], schema: EventSchema, name: str = "events",
+             strict: bool = False) -> Iterator[FileRecord]:
+    """One event per row under a header row, typed by the schema's field kinds and sent as compact JSON; empty
+    cells are left out."""
+    reader = csv.reader(lines)
+    header, rows = _csv_header(reader, name)
     implied = implied_fields(schema, header)
     for row in rows:
         if not any(cell.strip() for cell in row):
@@ -186,24 +193,28 @@ def _csv_text(row: list[str]) -> str:
     return text.getvalue()
 
 
-def parquet_rows(path: Path, schema: EventSchema, strict: bool = False) -> Iterator[FileRecord]:
-    """One event per row, typed by the schema's field kinds and sent as compact JSON; nulls are left out."""
+def _parquet_table_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """A Parquet file's rows as pyarrow gives them (every column, None for a null), a batch at a time."""
     import pyarrow
     import pyarrow.parquet
 
     try:
-        parquet = pyarrow.parquet.ParquetFile(path)
-        implied = implied_fields(schema, parquet.schema_arrow.names)
-        number = 0
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-            for row in batch.to_pylist():
-                number += 1
-                where = f"{path.name} row {number}"
-                event = {**implied, **{column: _parquet_value(schema, column, value, where, strict)
-                                       for column, value in row.items() if value is not None}}
-                yield FileRecord(number, schema.key_of(event), json_object(event))
+        for batch in pyarrow.parquet.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            yield from batch.to_pylist()
     except (OSError, pyarrow.ArrowException) as exc:
         raise PlatformError(f"{path}: cannot read it as Parquet ({exc})") from None
+
+
+def parquet_rows(path: Path, schema: EventSchema, strict: bool = False) -> Iterator[FileRecord]:
+    """One event per row, typed by the schema's field kinds and sent as compact JSON; nulls are left out."""
+    implied = None
+    for number, row in enumerate(_parquet_table_rows(path), start=1):
+        if implied is None:
+            implied = implied_fields(schema, list(row))
+        where = f"{path.name} row {number}"
+        event = {**implied, **{column: _parquet_value(schema, column, value, where, strict)
+                               for column, value in row.items() if value is not None}}
+        yield FileRecord(number, schema.key_of(event), json_object(event))
 
 
 def late_on_arrival(records: Iterable[FileRecord], schema: EventSchema, rule: LatenessRule,
@@ -348,19 +359,10 @@ class Sample:
 def sample_columns(paths: Sequence[Path], limit: int = HISTORY_SAMPLE) -> Sample:
     """The first ``limit`` rows of the files (see :func:`event_files`), column by column. A JSON line that is not
     an object, or a CSV row of the wrong width, is counted as unreadable and left out."""
-    rows: list[dict[str, Any]] = []
-    unreadable = 0
+    first = list(itertools.islice(itertools.chain.from_iterable(_raw_rows(path) for path in paths), limit))
+    rows = [row for row in first if row is not None]
+    unreadable = len(first) - len(rows)
     cells_are_text = all(format_of(path) != "jsonl" for path in paths)
-    for path in paths:
-        for row in _raw_rows(path):
-            if row is None:
-                unreadable += 1
-            else:
-                rows.append(row)
-            if len(rows) + unreadable >= limit:
-                break
-        if len(rows) + unreadable >= limit:
-            break
     names: dict[str, None] = {}
     for row in rows:
         names.update(dict.fromkeys(row))
@@ -372,14 +374,7 @@ def _raw_rows(path: Path) -> Iterator[dict[str, Any] | None]:
     are not whole as Decimal, Parquet values as pyarrow gives them; None for a row that is not one."""
     kind = format_of(path)
     if kind == "parquet":
-        import pyarrow
-        import pyarrow.parquet
-
-        try:
-            for batch in pyarrow.parquet.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                yield from ({k: v for k, v in row.items() if v is not None} for row in batch.to_pylist())
-        except (OSError, pyarrow.ArrowException) as exc:
-            raise PlatformError(f"{path}: cannot read it as Parquet ({exc})") from None
+        yield from ({k: v for k, v in row.items() if v is not None} for row in _parquet_table_rows(path))
         return
     with _text(path) as handle:
         if kind == "jsonl":
@@ -391,12 +386,7 @@ def _raw_rows(path: Path) -> Iterator[dict[str, Any] | None]:
                         event = None
                     yield event if isinstance(event, dict) else None
             return
-        reader = csv.reader(handle)
-        rows = _csv_reader_rows(reader, path.name)
-        header = [column.strip() for column in next(rows, None) or []]
-        if not any(header):
-            raise PlatformError(f"{path.name}: no header row; a CSV file of events starts with the field names")
-        _check_header(header, path.name)
+        header, rows = _csv_header(csv.reader(handle), path.name)
         for row in rows:
             if any(cell.strip() for cell in row):
                 yield ({column: cell for column, cell in zip(header, row, strict=True) if cell.strip()}
