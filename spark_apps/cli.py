@@ -211,10 +211,10 @@ def _produce_file(args: argparse.Namespace, settings: Settings, target: Target) 
 
 def _refuse_history(counts: tuple[int, int], target: Target, file: str) -> None:
     """Refuse a file that is mostly history under the append-time rule: every such event would be late."""
-    from spark_apps.pipeline.lateness import HISTORY_LATE_SHARE
+    from spark_apps.pipeline.lateness import is_history
 
     timed, late = counts
-    if timed and late >= HISTORY_LATE_SHARE * timed:
+    if is_history(timed, late):
         raise PlatformError(
             f"{late:,} of the first {timed:,} events of {file} are more than {target.lateness.allowed_s}s older "
             f"than now: pipeline {target.name}'s lateness rule (against append_time) would flag them late, list "
@@ -623,14 +623,13 @@ def _init(args: argparse.Namespace, settings: Settings) -> int:
 
     from spark_apps.io.event_files import HISTORY_SAMPLE, event_files, sample_columns
     from spark_apps.pipeline.draft import draft, pipeline_module, pipeline_test_module
-    from spark_apps.pipeline.lateness import HISTORY_LATE_SHARE
 
     source, folder = Path(args.source), Path(args.dir)
     module, test = folder / f"{args.name}.py", folder / f"test_{args.name}.py"
     sample = sample_columns(event_files(source), HISTORY_SAMPLE)
     drafted = draft(args.name, source.name, sample.columns, sample.cells_are_text, now_s=time.time(),
-                    allowed_s=settings.allowed_lateness_s, late_share=HISTORY_LATE_SHARE, id_field=args.id,
-                    time_field=args.time, key_field=args.key, module=module)
+                    allowed_s=settings.allowed_lateness_s, id_field=args.id, time_field=args.time,
+                    key_field=args.key, module=module)
     existing = [str(path) for path in (module, test) if path.exists()]
     if existing and not args.force:
         raise PlatformError(f"{' and '.join(existing)} already exist; add --force to write over them")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.pipeline.lateness import is_history
 
 # Kinds in the order a column's values are tried: the first that every value (or nine in ten) takes wins.
 PREFERENCE = ("boolean", "long", "decimal", "double", "date", "timestamp", "string")
@@ -187,8 +188,8 @@ def infer_column(name: str, values: Sequence[Any], text_typed: bool) -> Column:
 
 
 def draft(name: str, source: str, columns: dict[str, list[Any]], text_typed: bool, *, now_s: float,
-          allowed_s: int, late_share: float, id_field: str | None = None, time_field: str | None = None,
-          key_field: str | None = None, module: Path | None = None) -> Draft:
+          allowed_s: int, id_field: str | None = None, time_field: str | None = None, key_field: str | None = None,
+          module: Path | None = None) -> Draft:
     """The draft of pipeline ``name`` from a file's sampled ``columns``; ``key_field="none"`` asks for no key.
 
     Raises PlatformError, in one line naming the flag to give, when a column it needs cannot be found."""
@@ -237,7 +238,7 @@ def draft(name: str, source: str, columns: dict[str, list[Any]], text_typed: boo
     versions = _declared_values(by_name.get(VERSION_FIELD), columns.get(VERSION_FIELD), int, (1,))
     timed = [seconds for seconds in map(_epoch_seconds, columns[chosen_time]) if seconds is not None]
     late = sum(now_s - seconds > allowed_s for seconds in timed)
-    history = bool(timed) and late >= late_share * len(timed)
+    history = is_history(len(timed), late)
     if history:
         notes.append(f"lateness: against the log's high-water mark, since {late:,} of {len(timed):,} sampled events "
                      f"are more than {allowed_s}s old: against append time every one would be late")

@@ -28,6 +28,12 @@ RULES = (APPEND_TIME, HIGH_WATER_MARK)
 HISTORY_LATE_SHARE = 0.5
 
 
+def is_history(timed: int, late: int) -> bool:
+    """Whether a file whose first ``timed`` events with a readable time hold ``late`` ones that the append-time
+    rule would flag is a history (``HISTORY_LATE_SHARE``)."""
+    return timed > 0 and late >= HISTORY_LATE_SHARE * timed
+
+
 @dataclass(frozen=True)
 class LatenessRule:
     """The rule in force: what a pipeline declared, completed from the settings."""

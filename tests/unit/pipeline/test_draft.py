@@ -17,7 +17,7 @@ from spark_apps.cli import main
 from spark_apps.core.errors import PlatformError
 from spark_apps.io.event_files import sample_columns
 from spark_apps.pipeline.draft import draft, infer_column, pipeline_module, pipeline_test_module
-from spark_apps.pipeline.lateness import HIGH_WATER_MARK, HISTORY_LATE_SHARE
+from spark_apps.pipeline.lateness import HIGH_WATER_MARK
 
 NOW = dt.datetime(2026, 12, 6, tzinfo=dt.UTC).timestamp()
 CSV = """order_id,customer_id,placed_at,amount,paid,items,weight
@@ -28,8 +28,7 @@ o3,c1,2026-12-05T23:58:00.125Z,100,TRUE,3,2
 
 
 def drafted(columns, text_typed=True, **flags):
-    return draft("orders", "orders.csv", columns, text_typed, now_s=NOW, allowed_s=900,
-                 late_share=HISTORY_LATE_SHARE, **flags)
+    return draft("orders", "orders.csv", columns, text_typed, now_s=NOW, allowed_s=900, **flags)
 
 
 def test_each_csv_column_gets_the_narrowest_kind_all_its_cells_take():
@@ -159,7 +158,7 @@ def test_columns_no_field_can_be_named_are_left_out_and_said_and_an_impossible_t
 def test_generated_names_never_collide_with_the_files_columns_or_each_other():
     columns = {"day": ["x", "y"], "event_day": ["x", "y"], "order_id": ["o1", "o2"], "events": ["1", "2"],
                "placed_at": ["2026-12-05T23:59:00Z"] * 2}
-    plan = draft("min_events", "f.csv", columns, True, now_s=NOW, allowed_s=900, late_share=HISTORY_LATE_SHARE)
+    plan = draft("min_events", "f.csv", columns, True, now_s=NOW, allowed_s=900)
     assert plan.day == "event_date" and plan.count == "events"
     assert len({*plan.group, plan.count, *(alias for _, _, alias in plan.measures)}) == 2 + len(plan.measures)
 
@@ -172,7 +171,7 @@ def test_generated_names_never_collide_with_the_files_columns_or_each_other():
 def test_a_pipeline_name_that_would_shadow_a_module_or_confuse_table_names_is_refused(name, message):
     with pytest.raises(PlatformError, match=message):
         draft(name, "f.csv", {"order_id": ["o1"], "at": ["2026-12-05T23:59:00Z"]}, True, now_s=NOW,
-              allowed_s=900, late_share=HISTORY_LATE_SHARE)
+              allowed_s=900)
 
 
 def test_json_lines_and_parquet_are_sampled_with_their_own_types(tmp_path):
