@@ -635,12 +635,13 @@ def _init(args: argparse.Namespace, settings: Settings) -> int:
         raise PlatformError(f"{' and '.join(existing)} already exist; add --force to write over them")
     folder.mkdir(parents=True, exist_ok=True)
     module.write_text(pipeline_module(drafted), encoding="utf-8")
-    test.write_text(pipeline_test_module(drafted, os.path.relpath(source, folder)), encoding="utf-8")
+    from_folder = os.path.relpath(source, folder)
+    test.write_text(pipeline_test_module(drafted, from_folder), encoding="utf-8")
     print(f"read the first {sample.rows:,} rows of {args.source}"
           + (f" ({sample.unreadable:,} more were not rows and are left out)" if sample.unreadable else ""))
     print("\n".join(drafted.notes))
     there = "" if folder.resolve() == Path.cwd() else f"cd {folder} && "
-    produce = f"kappa produce --pipeline {drafted.name}:PIPELINE --file {os.path.relpath(source, folder)}"
+    produce = f"kappa produce --pipeline {drafted.name}:PIPELINE --file {from_folder}"
     print(f"wrote {module} and {test}; next: {there}{produce}")
     return 0
 

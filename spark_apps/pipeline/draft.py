@@ -20,7 +20,7 @@ import keyword
 import re
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -227,8 +227,7 @@ def draft(name: str, source: str, columns: dict[str, list[Any]], text_typed: boo
                  "key: none; events are sent without a Kafka key (--key names a column)")
 
     fields = {chosen_id, chosen_time, *([chosen_key] if chosen_key else [])}
-    kept = tuple(Column(c.name, c.kind, True, c.distinct, c.precision, c.scale, c.misfits, c.examples)
-                 if c.name in fields else c for c in kept)
+    kept = tuple(replace(c, required=True) if c.name in fields else c for c in kept)
     for column in kept:
         if column.misfits:
             shown = ", ".join(repr(example) for example in column.examples)
