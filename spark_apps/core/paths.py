@@ -25,9 +25,15 @@ def forget_ending(heartbeat: Path) -> None:
     except (OSError, ValueError):
         return
     if isinstance(beat, dict) and beat.get("ended"):
-        fresh = heartbeat.with_suffix(".tmp")
-        fresh.write_text(json.dumps({**beat, "ended": None}, indent=2))
-        fresh.replace(heartbeat)
+        write_heartbeat_file(heartbeat, {**beat, "ended": None})
+
+
+def write_heartbeat_file(heartbeat: Path, payload: dict) -> None:
+    """Write a heartbeat whole or not at all: the supervisor reads it at any moment."""
+    heartbeat.parent.mkdir(parents=True, exist_ok=True)
+    fresh = heartbeat.with_suffix(".tmp")
+    fresh.write_text(json.dumps(payload, indent=2, default=str))
+    fresh.replace(heartbeat)
 
 
 def checkpoint_path(settings: Settings, pipeline: str, table_prefix: str = "", generation: str = "") -> Path:
