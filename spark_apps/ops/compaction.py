@@ -27,10 +27,9 @@ from spark_apps.io.delta_writes import with_retries
 from spark_apps.io.fencing import file_lock
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, compacted_query, q
-from spark_apps.transforms.store import EPOCH, KIND, gold_column, gold_kind, gold_rows_query
+from spark_apps.transforms.store import COMPACTION, EPOCH, KIND, gold_column, gold_kind, gold_rows_query
 
 log = logging.getLogger(__name__)
-COMPACTION = "compaction"
 
 
 @dataclass(frozen=True)

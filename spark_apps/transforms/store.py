@@ -50,6 +50,8 @@ KIND = "_kind"
 # The store's second partition column: a micro-batch's rows go to epoch ``batch_id // epoch_batches``, so
 # compaction can replace whole epochs the stream no longer appends to (``ops.compaction``).
 EPOCH = "_epoch"
+# The key of a compaction's commit metadata (which batches the compacted base covers): a commit that changes no row.
+COMPACTION = "compaction"
 RECORD, DISPLACED, COMMIT = "record", "displaced", "commit"
 WINNER, LATE = "is_winner", "is_late"
 # The commit row's columns, as ``stream.commits`` names them; ``batch_id`` is the row's ``_batch_id``.
