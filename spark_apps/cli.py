@@ -479,8 +479,13 @@ def _json_output(text: str) -> str:
 
 
 def _alerts(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.alerts.dispatch import alert_line, recent_alerts
+    from spark_apps.alerts.dispatch import alert_line, incident_line, open_incidents, recent_alerts
     from spark_apps.io.spark_session import get_spark
+
+    if args.open:
+        incidents = sorted(open_incidents(settings).items(), key=lambda item: item[1].get("raised_at", ""))
+        print("\n".join(incident_line(key, opened) for key, opened in incidents) or "no open incidents")
+        return 0
 
     rows = recent_alerts(get_spark(settings, app_name="kappa-alerts"), settings, args.limit)
     print("\n".join(alert_line(row) for row in rows) or "no alerts recorded")
@@ -806,6 +811,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     alerts = commands.add_parser("alerts", help="list recent alerts, newest first (records pending ones first)")
     alerts.add_argument("--limit", type=_positive_int, default=20, help="alerts to show (default 20)")
+    alerts.add_argument("--open", action="store_true",
+                        help="the incidents open now, oldest first, each with what opened it (no Spark)")
     alerts.set_defaults(handler=_alerts)
 
     maintain = commands.add_parser(

@@ -140,8 +140,9 @@ def topic(make_topic) -> str:
 
 @pytest.fixture
 def isolated_home(tmp_path: Path, settings: Settings) -> Settings:
-    """Settings whose warehouse and checkpoints live in this test's own folder."""
-    return settings.with_overrides(warehouse_dir=tmp_path / "warehouse", checkpoint_root=tmp_path / "checkpoints")
+    """Settings whose warehouse, checkpoints and open incidents live in this test's own folder."""
+    return settings.with_overrides(warehouse_dir=tmp_path / "warehouse", checkpoint_root=tmp_path / "checkpoints",
+                                   alerts_incidents=tmp_path / "alerts" / "incidents.json")
 
 
 

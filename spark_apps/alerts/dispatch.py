@@ -2,9 +2,10 @@
 
 Severity, summary, the table, offsets and versions it concerns, a dedup key (so a repeating condition is one
 incident, not a page per run) and a runbook link travel with each alert. ``dispatch`` logs the alert first, so
-nothing after it can hide it, then sends it to every configured sink, then records it: a JSON line in the
-outbox, which a SparkSession drains into ``audit.alerts``. Processes that must not start a JVM (Airflow
-callbacks, the supervisor) leave their alerts in the outbox for the next Spark command to record.
+nothing after it can hide it, notes its incident open (or closed, for a resolve: ``incidents``), then sends it to
+every configured sink, then records it: a JSON line in the outbox, which a SparkSession drains into
+``audit.alerts``. Processes that must not start a JVM (Airflow callbacks, the supervisor) leave their alerts in the
+outbox for the next Spark command to record. ``resolve`` closes an incident only if it is open.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from spark_apps.alerts.alert import Alert
+from spark_apps.alerts import incidents
+from spark_apps.alerts.alert import Alert, resolution
 from spark_apps.alerts.sinks import Delivery, deliver
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
@@ -44,6 +46,7 @@ def dispatch(settings: Settings, alert: Alert, spark=None) -> list[Delivery]:
     """
     log.log(_LOG_LEVELS.get(alert.severity, logging.WARNING), "ALERT %s [%s] %s (table %s; runbook %s)",
             alert.severity, alert.dedup_key, alert.summary, alert.table or "-", alert.runbook)
+    _note(settings, alert)
     deliveries = deliver(settings, alert)
     line = outbox_line(alert, deliveries)
     kept = _keep(settings.alerts_outbox, line, alert.alert_id)
@@ -54,6 +57,28 @@ def dispatch(settings: Settings, alert: Alert, spark=None) -> list[Delivery]:
             where = f"kept in the outbox folder {settings.alerts_outbox.parent}" if kept else "only in this log"
             log.exception("alert %s not recorded in %s, %s", alert.alert_id, ALERTS_TABLE, where)
     return deliveries
+
+
+def resolve(settings: Settings, dedup_key: str, source: str, summary: str, spark=None) -> bool:
+    """Close the incident of ``dedup_key`` if one is open; a condition that never fired sends nothing."""
+    if dedup_key not in incidents.read_open(settings.alerts_incidents):
+        return False
+    dispatch(settings, resolution(dedup_key, source, f"{dedup_key}: {summary}"), spark)
+    return True
+
+
+def resolve_cleared(settings: Settings, prefix: str, still: Iterable[str], source: str, summary: str,
+                    spark=None) -> list[str]:
+    """Close every open incident under ``prefix`` that is not in ``still`` (the conditions raised again)."""
+    keys = incidents.cleared(incidents.read_open(settings.alerts_incidents), prefix, still)
+    for key in keys:
+        dispatch(settings, resolution(key, source, f"{key}: {summary}"), spark)
+    return keys
+
+
+def open_incidents(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The incidents open now, by dedup key, with the alert that opened each."""
+    return incidents.read_open(settings.alerts_incidents)
 
 
 def record_pending(spark, settings: Settings) -> int:
@@ -86,6 +111,14 @@ def alert_line(row: dict[str, Any]) -> str:
     summary = " ".join(row["summary"].split())
     return (f"{row['time']} {row['severity']:8s} {row['dedup_key']} {row['table'] or '-'}: {summary} "
             f"[{deliveries_text(row['deliveries'])}]")
+
+
+def incident_line(dedup_key: str, opened: dict[str, Any]) -> str:
+    """One open incident on one line: since when, severity, dedup key, table, the summary that opened it, runbook."""
+    since = str(opened.get("raised_at", ""))[:19].replace("T", " ")
+    summary = " ".join(str(opened.get("summary", "")).split())
+    return (f"{since}Z {opened.get('severity', '?'):8s} {dedup_key} {opened.get('table') or '-'}: {summary} "
+            f"({opened.get('runbook', '')})")
 
 
 def deliveries_text(deliveries: str | None) -> str:
@@ -129,7 +162,8 @@ def table_row(record: dict[str, Any]) -> dict[str, Any]:
             "offsets": {int(p): int(o) for p, o in record["offsets"].items()},
             "versions": {str(t): int(v) for t, v in record["versions"].items()},
             "details": json.dumps(record["details"], sort_keys=True, default=str), "runbook": record["runbook"],
-            "deliveries": json.dumps(record["deliveries"], sort_keys=True)}
+            "deliveries": json.dumps(record["deliveries"], sort_keys=True),
+            "action": record.get("action", "trigger")}
 
 
 def append_outbox(outbox: Path, line: str) -> None:
@@ -139,6 +173,14 @@ def append_outbox(outbox: Path, line: str) -> None:
         out.write(line)
         out.flush()
         os.fsync(out.fileno())
+
+
+def _note(settings: Settings, alert: Alert) -> None:
+    try:
+        incidents.note(settings.alerts_incidents, alert)
+    except OSError:
+        log.exception("alert %s could not be noted in the open incidents %s", alert.alert_id,
+                      settings.alerts_incidents)
 
 
 def _keep(outbox: Path, line: str, alert_id: str) -> bool:
@@ -175,7 +217,7 @@ def _read_lines(path: Path) -> list[str]:
 
 ALERTS_SCHEMA = ("raised_at timestamp, severity string, summary string, source string, dedup_key string, "
                  "table string, offsets map<int,bigint>, details string, runbook string, "
-                 "alert_id string, versions map<string,bigint>, deliveries string")
+                 "alert_id string, versions map<string,bigint>, deliveries string, action string")
 
 
 def _record(spark, settings: Settings, extra: Sequence[str]) -> int:
@@ -200,7 +242,7 @@ def _merge(spark, settings: Settings, rows: list[dict[str, Any]]) -> int:
 
 
 def _ensure_alerts_table(spark, settings: Settings) -> Path:
-    """Create ``audit.alerts``, or add the columns a table written before alert ids and deliveries lacks.
+    """Create ``audit.alerts``, or add the columns a table written before alert ids, deliveries and actions lacks.
 
     Without them the merge would silently drop the alert id and insert every outbox alert again.
     """

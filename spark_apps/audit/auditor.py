@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import raise_alert
+from spark_apps.alerts.dispatch import raise_alert, resolve
 from spark_apps.audit import incremental, ledger
 from spark_apps.audit.diff import EXTRA, MISMATCH, MISSING, TableDiff, diff_table
 from spark_apps.audit.expectations import SuiteOutcome, Validator
@@ -182,7 +182,10 @@ def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapsho
     run.report_path = write_report(settings, run)
     ledger.append(spark, settings, _ledger_rows(run, dt.datetime.now(dt.UTC)))
     for verdict in run.verdicts:
-        if not verdict.gx.quality_ok:
+        if verdict.gx.quality_ok:
+            resolve(settings, quality_key(run.pipeline, verdict.table.label), f"reconciliation ({run.pipeline})",
+                    f"every data-quality rule holds in reconciliation {run.run_id}", spark)
+        else:
             raise_alert(spark, settings, quality_alert(run, verdict))
     return run
 
@@ -214,6 +217,11 @@ def _one_ahead(spark, compare: Callable[[T], R], items: list[T], release: Callab
                     release(future.result())
 
 
+def quality_key(pipeline: str, table: str) -> str:
+    """The incident of a table that breaks its data-quality rules: open until an audit finds them all holding."""
+    return f"quality:{pipeline}:{table}"
+
+
 def quality_alert(run: AuditRun, verdict: TableVerdict) -> Alert:
     """A table that breaks its own data-quality rules: its own page, apart from a mismatch (stream and batch may
     well agree on wrong data), naming each failing rule and a few rows it caught."""
@@ -226,7 +234,7 @@ def quality_alert(run: AuditRun, verdict: TableVerdict) -> Alert:
         severity="critical",
         summary=f"{label}: data-quality rules failed in reconciliation {run.run_id} ({agreement}): {rules}",
         source=f"reconciliation ({run.pipeline})",
-        dedup_key=f"quality:{run.pipeline}:{label}",
+        dedup_key=quality_key(run.pipeline, label),
         table=label,
         offsets=dict(run.position.end_offsets),
         versions={verdict.table.stream: verdict.version},

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import raise_alert
+from spark_apps.alerts.dispatch import raise_alert, resolve
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
@@ -198,15 +198,23 @@ def check_retention(spark, settings: Settings, position: StreamPosition, source:
                             f"(log starts at {earliest})")
         if latest < end:
             problems.append(f"partition {partition} ends at {latest}, before {end}")
-    if problems:
-        summary = (f"{what} of {position.topic} refused: the log no longer holds what the stream "
-                   f"consumed: {'; '.join(problems)}")
-        raise_alert(spark, settings, Alert(
-            severity="critical", summary=summary, source=source, dedup_key=f"retention:{position.topic}",
-            offsets=position.end_offsets, details={"problems": problems, "start_offsets": position.start_offsets},
-            runbook=runbook("log-retention")))
-        raise RetentionError(summary + "; restore the topic's retention (retention.ms=-1) and replay from a "
-                             "backup, or rebuild the stream from what remains with a Kappa replay")
+    if not problems:
+        resolve(settings, retention_key(position.topic), source,
+                f"{position.topic} holds every offset the stream consumed again", spark)
+        return
+    summary = (f"{what} of {position.topic} refused: the log no longer holds what the stream "
+               f"consumed: {'; '.join(problems)}")
+    raise_alert(spark, settings, Alert(
+        severity="critical", summary=summary, source=source, dedup_key=retention_key(position.topic),
+        offsets=position.end_offsets, details={"problems": problems, "start_offsets": position.start_offsets},
+        runbook=runbook("log-retention")))
+    raise RetentionError(summary + "; restore the topic's retention (retention.ms=-1) and replay from a "
+                         "backup, or rebuild the stream from what remains with a Kappa replay")
+
+
+def retention_key(topic: str) -> str:
+    """The incident of a log that lost offsets the stream consumed: open until a check finds them all again."""
+    return f"retention:{topic}"
 
 
 # ---- recompute --------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import ALERTS_TABLE, raise_alert
+from spark_apps.alerts.dispatch import ALERTS_TABLE, raise_alert, resolve
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, check_retention, stream_tables
 from spark_apps.core.errors import PlatformError
@@ -89,8 +89,11 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     if failed:
         raise_alert(spark, settings, Alert(
             severity="warning", summary=f"Delta maintenance of {pipeline.name} failed for {', '.join(failed)}",
-            source=f"maintenance {pipeline.name}", dedup_key=f"maintenance:{pipeline.name}:tables",
+            source=f"maintenance {pipeline.name}", dedup_key=maintenance_key(pipeline.name, "tables"),
             details=failed, runbook=runbook("maintenance-failed")))
+    else:
+        resolve(settings, maintenance_key(pipeline.name, "tables"), f"maintenance {pipeline.name}",
+                f"every table of {pipeline.name} was maintained", spark)
     report.checks = [check_checkpoint(spark, settings, pipeline), check_log_retention(spark, settings, pipeline)]
     return report
 
@@ -152,6 +155,11 @@ def _vacuumed_files(path: str) -> int | None:
 
 # ---- checks ------------------------------------------------------------------------------------------
 
+def maintenance_key(pipeline: str, what: str) -> str:
+    """The incident of one maintenance step (``tables``, ``checkpoint``, ``log-retention``): open until it passes."""
+    return f"maintenance:{pipeline}:{what}"
+
+
 def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     """The streaming checkpoint agrees with ``stream.commits``; a critical alert when it does not."""
     from pyspark.sql import functions as F
@@ -167,12 +175,14 @@ def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     app_id = read_app_id(checkpoint)
     problem = checkpoint_problem(app_id, recorded, done_before, done_after)
     if not problem:
+        resolve(settings, maintenance_key(pipeline.name, "checkpoint"), f"maintenance {pipeline.name}",
+                f"{checkpoint} agrees with {pipeline.tables().commits} again", spark)
         return Check(CHECKPOINT, True, f"{checkpoint} committed batch {done_after}; {pipeline.tables().commits} "
                                        f"holds {max(recorded.values(), default='none')}")
     summary = f"checkpoint {checkpoint} of {pipeline.name} disagrees with {pipeline.tables().commits}: {problem}"
     raise_alert(spark, settings, Alert(
         severity="critical", summary=summary, source=f"maintenance {pipeline.name}",
-        dedup_key=f"maintenance:{pipeline.name}:checkpoint", table=pipeline.tables().commits,
+        dedup_key=maintenance_key(pipeline.name, "checkpoint"), table=pipeline.tables().commits,
         details={"checkpoint": str(checkpoint), "app_id": app_id, "recorded": recorded,
                  "checkpoint_committed": done_after}, runbook=runbook("maintenance-failed")))
     return Check(CHECKPOINT, False, summary)
@@ -187,17 +197,23 @@ def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
     position = last_position(spark, settings, pipeline)
     if position is None:
         return Check(LOG_RETENTION, True, "the stream has consumed nothing yet")
+    source = f"maintenance {pipeline.name}"
+    lost = ""
     try:
-        check_retention(spark, settings, position, source=f"maintenance {pipeline.name}")
+        check_retention(spark, settings, position, source=source)
     except RetentionError as exc:
-        return Check(LOG_RETENTION, False, str(exc))
+        lost = str(exc)
     except PlatformError as exc:
         summary = f"cannot check that {position.topic} still holds the stream's log: {exc}"
         raise_alert(spark, settings, Alert(
-            severity="critical", summary=summary, source=f"maintenance {pipeline.name}",
-            dedup_key=f"maintenance:{pipeline.name}:log-retention", offsets=position.end_offsets,
+            severity="critical", summary=summary, source=source,
+            dedup_key=maintenance_key(pipeline.name, "log-retention"), offsets=position.end_offsets,
             runbook=runbook("maintenance-failed")))
         return Check(LOG_RETENTION, False, summary)
+    resolve(settings, maintenance_key(pipeline.name, "log-retention"), source, f"{position.topic} can be read again",
+            spark)
+    if lost:
+        return Check(LOG_RETENTION, False, lost)
     spans = ", ".join(f"p{p}=[{position.start_offsets.get(p, 0)},{o})" for p, o in sorted(position.end_offsets.items()))
     return Check(LOG_RETENTION, True, f"{position.topic} still holds {spans} (batch {position.batch_id})")
 

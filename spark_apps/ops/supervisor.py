@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from spark_apps.alerts.alert import Alert, resolution, runbook
-from spark_apps.alerts.dispatch import dispatch
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import dispatch, resolve_cleared
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import forget_ending, heartbeat_path
 from spark_apps.core.settings import Settings
@@ -71,13 +71,6 @@ class Health:
 
 # Fewer records than this in the heartbeat's window are too few to judge a dead-letter ratio by.
 DEAD_LETTER_MIN_RECORDS = 100
-
-
-def incident_changes(open_keys: list[str], raised: list[Alert]) -> tuple[list[str], list[str]]:
-    """(incidents whose condition cleared, incidents open after this round): a condition not raised this round has
-    cleared, so its dedup key is resolved."""
-    current = [alert.dedup_key for alert in raised]
-    return [key for key in open_keys if key not in current], current
 
 
 def recent_restarts(restarts: list[float], now_s: float, window_s: float) -> list[float]:
@@ -311,10 +304,6 @@ def log_path(settings: Settings, target: Target) -> Path:
     return settings.log_dir / f"stream-{target.name}.log"
 
 
-def _incidents_path(settings: Settings, target: Target) -> Path:
-    return settings.run_dir / f"{target.name}.incidents.json"
-
-
 def _restarts_path(settings: Settings, target: Target) -> Path:
     return settings.run_dir / f"{target.name}.restarts.json"
 
@@ -468,13 +457,10 @@ def _tell_on_call(settings: Settings, target: Target, health: Health, log_end: d
     """Page the verdict if it is a condition (and any ``more`` condition), and resolve every incident of an earlier
     round that has cleared."""
     alerts = [a for a in (alert_for(health, settings, target, log_end), *more) if a is not None]
-    cleared, still_open = incident_changes(_read_json(_incidents_path(settings, target)) or [], alerts)
-    for key in cleared:
-        dispatch(settings, resolution(key, "supervisor", f"{key}; the stream is now {health.status}: {health.detail}"))
+    resolve_cleared(settings, f"stream:{target.name}:", [a.dedup_key for a in alerts], "supervisor",
+                    f"the stream is now {health.status}: {health.detail}")
     for alert in alerts:
         dispatch(settings, alert)
-    _incidents_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
-    _incidents_path(settings, target).write_text(json.dumps(still_open))
     return health
 
 

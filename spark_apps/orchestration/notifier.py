@@ -1,4 +1,5 @@
-"""Airflow's side of alerting: a failed task becomes a kappa alert, sent and recorded like any other.
+"""Airflow's side of alerting: a failed task becomes a kappa alert, sent and recorded like any other, and its
+incident closes when the task next succeeds; a missed deadline closes when a run of the DAG succeeds.
 
 The only module of the apps that imports Airflow. DAG files use it in their default arguments
 (``on_failure_callback=KappaAlertNotifier()``), so it imports neither Spark nor Kafka: parsing a DAG stays
@@ -14,8 +15,18 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import dispatch
+from spark_apps.alerts.dispatch import dispatch, resolve
 from spark_apps.core.settings import Settings
+
+
+def task_key(dag_id: str, task_id: str) -> str:
+    """The incident of a task that finally failed: open until the task succeeds (every map index shares it)."""
+    return f"airflow:{dag_id}:{task_id}"
+
+
+def deadline_key(dag_id: str) -> str:
+    """The incident of a DAG run that missed its deadline: open until a run of the DAG succeeds."""
+    return f"deadline:{dag_id}"
 
 
 def task_failure_alert(context: Mapping[str, Any]) -> Alert:
@@ -33,7 +44,7 @@ def task_failure_alert(context: Mapping[str, Any]) -> Alert:
         severity="critical",
         summary=f"Airflow task {dag_id}.{task} failed (run {run_id}, try {ti.try_number}): {error}",
         source="airflow",
-        dedup_key=f"airflow:{dag_id}:{task_id}",
+        dedup_key=task_key(dag_id, task_id),
         details={"dag_id": dag_id, "task_id": task_id, "map_index": map_index, "run_id": run_id,
                  "logical_date": logical_date.isoformat() if logical_date else None,
                  "try_number": ti.try_number, "exception": error},
@@ -51,7 +62,7 @@ def deadline_alert(context: Mapping[str, Any]) -> Alert:
         summary=f"Airflow run {dag_id} {run_id} has not finished by its deadline {deadline} (queued "
                 f"{run.get('queued_at')}, {run.get('state')}): the audit is late, so serving decisions wait",
         source="airflow",
-        dedup_key=f"deadline:{dag_id}",
+        dedup_key=deadline_key(dag_id),
         details={"dag_id": dag_id, "run_id": run_id, "queued_at": run.get("queued_at"),
                  "deadline_time": str(deadline), "state": run.get("state")},
         runbook=runbook("audit-late"))
@@ -71,3 +82,21 @@ class KappaAlertNotifier(BaseNotifier):
 
     def notify(self, context: Mapping[str, Any]) -> None:
         dispatch(Settings.from_env(), task_failure_alert(context))
+
+
+class KappaResolveNotifier(BaseNotifier):
+    """A task's success closes its task-failed incident, if one is open (no JVM, no request otherwise)."""
+
+    def notify(self, context: Mapping[str, Any]) -> None:
+        ti = context["ti"]
+        resolve(Settings.from_env(), task_key(ti.dag_id, ti.task_id), "airflow",
+                f"Airflow task {ti.dag_id}.{ti.task_id} succeeded (run {context.get('run_id') or ti.run_id})")
+
+
+class KappaRunResolveNotifier(BaseNotifier):
+    """A DAG run's success closes the DAG's missed-deadline incident, if one is open: the late audit has finished."""
+
+    def notify(self, context: Mapping[str, Any]) -> None:
+        dag_id = context["dag"].dag_id
+        resolve(Settings.from_env(), deadline_key(dag_id), "airflow",
+                f"Airflow run {dag_id} {context.get('run_id')} finished")

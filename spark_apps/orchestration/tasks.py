@@ -120,13 +120,15 @@ def dbt_sources(settings) -> dict[str, DbtSources]:
 def dag_arguments(settings) -> dict:
     """What every DAG of the platform shares: no backfill, one run at a time, retries and a time limit per task from
     settings (a hung child fails its task instead of blocking the DAG), and a page to on-call when a task finally
-    fails."""
+    fails, and its incident closed when it (or, for a missed deadline, the DAG's run) succeeds."""
     import datetime as dt
 
-    from spark_apps.orchestration.notifier import KappaAlertNotifier
+    from spark_apps.orchestration.notifier import KappaAlertNotifier, KappaResolveNotifier, KappaRunResolveNotifier
 
     return {"start_date": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "catchup": False, "max_active_runs": 1,
+            "on_success_callback": [KappaRunResolveNotifier()],
             "default_args": {"owner": "kappa-platform", "retries": settings.task_retries,
                              "retry_delay": dt.timedelta(seconds=settings.task_retry_delay_s),
                              "execution_timeout": dt.timedelta(seconds=settings.task_timeout_s),
-                             "on_failure_callback": [KappaAlertNotifier()]}}
+                             "on_failure_callback": [KappaAlertNotifier()],
+                             "on_success_callback": [KappaResolveNotifier()]}}

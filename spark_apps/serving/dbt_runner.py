@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import raise_alert
+from spark_apps.alerts.dispatch import raise_alert, resolve
 from spark_apps.audit.ledger import latest_runs
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import dbt_log, dbt_target
@@ -185,6 +185,8 @@ def run_dbt(spark, settings: Settings, pipeline: Pipeline, args: Sequence[str]) 
         summary = (f"dbt {command}: {len(failed)} failed - " + ", ".join(r.unique_id for r in failed[:5])
                    if failed else f"dbt {command} failed: {outcome.error or 'see the dbt log'}")
         _alert(spark, settings, pipeline, "critical", summary, outcome.error, outcome.as_json())
+    elif args[0] in READING_COMMANDS:
+        resolve(settings, dbt_key(pipeline.name), f"dbt ({pipeline.name})", f"dbt {command} succeeded", spark)
     return outcome
 
 
@@ -250,10 +252,15 @@ def _environment(settings: Settings) -> Iterator[None]:
                 os.environ[key] = value
 
 
+def dbt_key(pipeline: str) -> str:
+    """The incident of a dbt command that failed or was refused: open until a command that reads the views succeeds."""
+    return f"dbt:{pipeline}"
+
+
 def _alert(spark, settings: Settings, pipeline: Pipeline, severity: str, summary: str, error: str,
            details: dict) -> None:
     raise_alert(spark, settings, Alert(
-        severity=severity, summary=summary, source=f"dbt ({pipeline.name})", dedup_key=f"dbt:{pipeline.name}",
+        severity=severity, summary=summary, source=f"dbt ({pipeline.name})", dedup_key=dbt_key(pipeline.name),
         details={**details, "error": error, "dbt_log": str(dbt_log(settings, pipeline.name) / "dbt.log")},
         runbook=runbook("dbt-failed")))
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import raise_alert
+from spark_apps.alerts.dispatch import raise_alert, resolve, resolve_cleared
 from spark_apps.audit import ledger
 from spark_apps.audit.recompute import check_log_complete
 from spark_apps.core.paths import report_path
@@ -238,6 +238,8 @@ def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generat
     version = code_version()
     generations.record(spark, settings, [GenerationEvent(pipeline.name, name, BUILDING, spec, reason=reason,
                                                          code_version=version)])
+    resolve_cleared(settings, replay_key(pipeline.name, ""), [replay_key(pipeline.name, name)],
+                    f"kappa replay ({pipeline.name})", f"generation {name} replaces it", spark)
     job = StreamJob(spark, settings, target_of(settings, pipeline, name))
     log.info("replay %s: streaming %s from offset 0 into generation %s (checkpoint %s)", pipeline.name, job.topic,
              name, job.checkpoint)
@@ -276,7 +278,10 @@ def audit_generation(spark, settings: Settings, pipeline: Pipeline, generation: 
         generations.record(spark, settings, [GenerationEvent(pipeline.name, name, status, event.pipeline_spec,
                                                              run_id=run_id, reason=event.reason,
                                                              code_version=event.code_version)])
-    if not result["success"]:
+    if result["success"]:
+        resolve(settings, replay_key(pipeline.name, name), f"kappa replay ({pipeline.name})",
+                f"reconciliation {run_id} of generation {name} is exact", spark)
+    else:
         _alert_failed(spark, settings, pipeline, name, result)
     return {**result, "generation": name, "status": status, "report": str(reconciliation.report)}
 
@@ -368,13 +373,18 @@ def _reconciled(spark, settings: Settings, pipeline: Pipeline, generation: str, 
     return tables
 
 
+def replay_key(pipeline: str, generation: str) -> str:
+    """The incident of a generation that differs from the batch: open until it reconciles or a new one replaces it."""
+    return f"replay:{pipeline}:{generation}"
+
+
 def _alert_failed(spark, settings: Settings, pipeline: Pipeline, generation: str, result: dict) -> None:
     failed = [t["table"] for t in result["tables"] if not t["success"]]
     raise_alert(spark, settings, Alert(
         severity="warning",
         summary=(f"replay generation {generation} of {pipeline.name} is not served: reconciliation {result['run_id']} "
                  f"found it differs from the batch ({', '.join(failed)})"),
-        source=f"kappa replay ({pipeline.name})", dedup_key=f"replay:{pipeline.name}:{generation}",
+        source=f"kappa replay ({pipeline.name})", dedup_key=replay_key(pipeline.name, generation),
         details={"run_id": result["run_id"], "generation": generation, "failed_tables": failed,
                  "report": str(report_path(settings, pipeline.name, result["run_id"]))},
         runbook=runbook("replay-failed")))

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import raise_alert
+from spark_apps.alerts.dispatch import raise_alert, resolve
 from spark_apps.audit.ledger import FULL, LEDGER_TABLE
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.paths import report_path
@@ -148,7 +148,10 @@ def advance(spark, settings: Settings, pipeline: Pipeline, run_id: str) -> list[
     for decision in decisions:
         log.info("serving %s: %s (%s)", decision.view, decision.mode.upper(), decision.reason)
         latest = histories[decision.table][-1]
-        if not latest.success:
+        if latest.success:
+            resolve(settings, mismatch_key(pipeline.name, decision.table), f"serving state machine ({pipeline.name})",
+                    f"reconciliation {latest.run_id} is exact; serving {decision.mode}", spark)
+        else:
             _alert_failed(spark, settings, pipeline, decision, latest)
     return decisions
 
@@ -210,6 +213,11 @@ def _operator_cutoffs(spark, settings: Settings, pipeline: str) -> dict[str, dt.
     return {r["table"]: r["at"] for r in forced.groupBy("table").agg(F.max("decided_at").alias("at")).collect()}
 
 
+def mismatch_key(pipeline: str, table: str) -> str:
+    """The incident of a gold table whose reconciliation failed: open until its next exact one."""
+    return f"reconcile:{pipeline}:{table}"
+
+
 def _alert_failed(spark, settings: Settings, pipeline: Pipeline, decision: Decision, run: RunEvidence) -> None:
     fell_back = decision.previous_mode == KAPPA
     raise_alert(spark, settings, Alert(
@@ -218,7 +226,7 @@ def _alert_failed(spark, settings: Settings, pipeline: Pipeline, decision: Decis
                  f" - reconciliation {run.run_id} "
                  + ("found the stream differs from the batch" if not run.matches else
                     f"failed data-quality rules (stream and batch agree; see the quality:{pipeline.name}:* alerts)")),
-        source=f"serving state machine ({pipeline.name})", dedup_key=f"reconcile:{pipeline.name}:{decision.table}",
+        source=f"serving state machine ({pipeline.name})", dedup_key=mismatch_key(pipeline.name, decision.table),
         table=decision.table,
         versions={decision.source_table: decision.source_version} if decision.source_version is not None else {},
         details={"run_id": run.run_id, "previous_mode": decision.previous_mode, "mode": decision.mode,

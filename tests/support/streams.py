@@ -32,7 +32,8 @@ def fresh_stream_settings(settings: Settings, home, topic_name: str, max_offsets
     ensure_topic(settings, topic_name)
     return settings.with_overrides(events_topic=topic_name, warehouse_dir=home / "warehouse",
                                    checkpoint_root=home / "checkpoints", reports_dir=home / "reports",
-                                   gx_dir=home / "gx", max_offsets_per_trigger=max_offsets)
+                                   gx_dir=home / "gx", max_offsets_per_trigger=max_offsets,
+                                   alerts_incidents=home / "alerts" / "incidents.json")
 
 
 def produce_hard_cases(settings: Settings, total: int = 3000, seed: int = 3) -> tuple[Manifest, dict]:

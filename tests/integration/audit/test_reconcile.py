@@ -240,13 +240,15 @@ def test_a_wrong_reconcile_argument_is_one_line(capsys):
                                               "whose version to audit)"
 
 
-def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, settings, make_topic, tmp_path):
+def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, settings, make_topic, tmp_path,
+                                                                      webhook):
     from kafka.admin import ConfigResource, ConfigResourceType
 
     from spark_apps.io.producer import make_producer
     from spark_apps.io.topics import admin_client
 
-    local = settings.with_overrides(warehouse_dir=tmp_path / "warehouse")
+    local = settings.with_overrides(warehouse_dir=tmp_path / "warehouse", alerts_incidents=tmp_path / "incidents.json",
+                                    alert_webhook_url=f"{webhook.url}/retention")
     topic = make_topic(f"test.retention.{uuid.uuid4().hex[:8]}", partitions=1)
     producer = make_producer(local)
     for i in range(20):
@@ -281,6 +283,13 @@ def test_retention_preflight_refuses_when_the_log_lost_needed_offsets(spark, set
     assert generations.read(spark, replaying, PIPELINE.name) == [], "no generation is started"
     assert not (tmp_path / "checkpoints").exists(), "nothing was streamed"
 
+    # The stream is rebuilt from what remains: the log holds all of its prefix again, and the incident closes.
+    rebuilt = StreamPosition(table_version=1, app_id="kappa-test-rebuilt", batch_id=0, topic=topic,
+                             start_offsets={0: earliest}, end_offsets={0: partition_offsets(local, topic)[0][1]})
+    check_retention(spark, local, rebuilt, source="test")
+    assert [(b["dedup_key"], b["action"]) for b in webhook.bodies("/retention")] == [
+        (f"retention:{topic}", "trigger"), (f"retention:{topic}", "trigger"), (f"retention:{topic}", "resolve")]
+
 
 def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sample_keys(
         spark, restarted_stream, audited, tmp_path):
@@ -293,7 +302,8 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
          "kwargs": {"unexpected_rows_query": "SELECT * FROM {batch} WHERE orders > 0",
                     "description": "no window has an order (a rule every window with orders breaks)"}},
         {"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "currency", "value_set": ["XXX"]}}]}))
-    settings = restarted_stream.job.settings.with_overrides(expectations_dir=tmp_path / "expectations")
+    settings = restarted_stream.job.settings.with_overrides(expectations_dir=tmp_path / "expectations",
+                                                            alerts_incidents=tmp_path / "incidents.json")
     stored = settings.gx_dir / "gx" / "uncommitted" / "validations" / "marketplace" / "gold" / "merchant_revenue"
 
     def stored_results() -> int:
@@ -316,3 +326,10 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
     assert len(failing["samples"]) == min(5, windows_with_orders) > 0
     assert all(s.startswith("merchant_id=") and "window_start=" in s for s in failing["samples"]), failing
     assert alerts[0].runbook.endswith("#data-quality") and "(stream and batch agree)" in alerts[0].summary
+
+    # The rules are fixed: the next audit finds them holding, and the incident closes.
+    fixed = settings.with_overrides(expectations_dir=restarted_stream.job.settings.expectations_dir)
+    assert audit(spark, fixed, PIPELINE, only=["gold.merchant_revenue"]).success
+    resolved = [r for r in spark.read.format("delta").load(str(table_path(settings, ALERTS_TABLE))).collect()
+                if r.dedup_key == "quality:marketplace:gold.merchant_revenue" and r.action == "resolve"]
+    assert len(resolved) == 1 and resolved[0].severity == "info", resolved

@@ -131,8 +131,9 @@ def test_both_checks_pass_when_checkpoint_commit_log_and_log_agree(maintained, t
 
 
 def test_checks_fail_and_alert_when_the_checkpoint_is_missing_and_the_log_lacks_recorded_offsets(
-        spark, settings, tmp_path_factory, topic):
-    local = home(settings, tmp_path_factory, "maintenance-broken")
+        spark, settings, tmp_path_factory, topic, webhook):
+    local = home(settings, tmp_path_factory, "maintenance-broken").with_overrides(
+        alert_webhook_url=f"{webhook.url}/maintenance")
     record_batch(spark, local, topic, 4, {0: 3, 1: 1000})  # tables that outlive their checkpoint and the log
 
     checkpoint = check_checkpoint(spark, local, PIPELINE)
@@ -143,6 +144,14 @@ def test_checks_fail_and_alert_when_the_checkpoint_is_missing_and_the_log_lacks_
     raised = alerts(spark, local)
     assert raised[f"maintenance:{PIPELINE.name}:checkpoint"] == "docs/runbook.md#maintenance-failed"
     assert raised[f"retention:{topic}"] == "docs/runbook.md#log-retention"
+
+    # The checkpoint that belongs to the tables is restored, and the stream records a batch the log holds.
+    commit_checkpoint(spark, local, 4)
+    record_batch(spark, local, topic, 5, {0: 3, 1: 3})
+    assert check_checkpoint(spark, local, PIPELINE).ok and check_log_retention(spark, local, PIPELINE).ok
+    assert [(b["dedup_key"], b["action"]) for b in webhook.bodies("/maintenance")] == [
+        (f"maintenance:{PIPELINE.name}:checkpoint", "trigger"), (f"retention:{topic}", "trigger"),
+        (f"maintenance:{PIPELINE.name}:checkpoint", "resolve"), (f"retention:{topic}", "resolve")]
 
 
 def test_an_unknown_pipeline_is_one_line(capsys):

@@ -26,7 +26,14 @@ from spark_apps.services.airflow_env import airflow_environment
 from spark_apps.services.processes import cmdline, free_port, group_members, process_alive
 from spark_apps.serving import state as serving
 from tests.support.sockets import listening_addresses, process_tree
-from tests.support.streams import add_to_gold, fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
+from tests.support.streams import (
+    add_to_gold,
+    fresh_stream_settings,
+    produce_hard_cases,
+    read_stream_table,
+    restore_store,
+    run_stream,
+)
 
 pytestmark = pytest.mark.integration
 GOLD = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
@@ -173,7 +180,8 @@ def test_k_exact_runs_serve_the_stream_and_one_corrupted_run_falls_back_and_aler
         assert view.exceptAll(stream).count() == 0 and stream.exceptAll(view).count() == 0
 
     honest = read(spark, stream_settings, "gold.order_status").where("paid_cents > 0").orderBy("order_id").first()
-    add_to_gold(spark, stream_settings, "gold.order_status", "paid_cents", 1, {"order_id": honest["order_id"]})
+    clean = add_to_gold(spark, stream_settings, "gold.order_status", "paid_cents", 1,
+                        {"order_id": honest["order_id"]})
     assert kappa(stream_settings, monkeypatch, "reconcile", "--only", only) == 1
     decisions = serving.current(spark, stream_settings, PIPELINE.name)
     assert all(d.mode == serving.LAMBDA and d.previous_mode == serving.KAPPA for d in decisions.values())
@@ -195,6 +203,15 @@ def test_k_exact_runs_serve_the_stream_and_one_corrupted_run_falls_back_and_aler
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[1:4] for line in lines if "->" in line] == [["lambda", "->", "kappa"],
                                                                     ["kappa", "->", "lambda"]]
+
+    # The outside write is reverted: the next exact reconciliation closes every incident the mismatch opened.
+    restore_store(spark, stream_settings, "gold.order_status", clean)
+    assert kappa(stream_settings, monkeypatch, "reconcile", "--only", only) == 0
+    actions = {}
+    for body in webhook.bodies("/hook"):
+        if body["dedup_key"].startswith("reconcile:marketplace:"):
+            actions.setdefault(body["dedup_key"], []).append(body["action"])
+    assert actions and all(sent[-1] == "resolve" and sent.count("resolve") == 1 for sent in actions.values()), actions
 
 
 def test_dbt_dag_builds_the_marts_on_the_batch_snapshot_after_a_failed_reconciliation(spark, served):
@@ -312,6 +329,10 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
                                  "kappa_marketplace_reconcile" and body["details"]["run_id"] == run_id],
                         "the triggerer to page the missed deadline", 120)
         assert late[0]["severity"] == "critical" and late[0]["runbook"].endswith("#audit-late")
+        # The run finished, late: the DAG's success callback (run by the DAG processor) closes the incident.
+        wait_for(lambda: [body for body in webhook.bodies("/hook") if body["dedup_key"] == "deadline:"
+                          "kappa_marketplace_reconcile" and body["action"] == "resolve"],
+                 "the DAG processor to resolve the missed deadline", 120)
         # The next scheduled run follows at once; its task runs `kappa reconcile` in a process group of its own.
         reconciling = wait_for(lambda: running_reconciles(group), "the next run's `kappa reconcile`", 300)
     finally:

@@ -109,6 +109,10 @@ def test_a_negative_net_slipped_into_serving_fails_a_dbt_test_and_pages_on_call(
         .where("dedup_key = 'dbt:marketplace'").count()
     assert recorded >= 1
 
+    rerun = run_dbt(spark, settings, PIPELINE, ["test", "--select", NET_RULE])  # on the views as serving decided
+    assert rerun.success, rerun.as_json()
+    assert [b["action"] for b in webhook.bodies("/hook") if b.get("dedup_key") == "dbt:marketplace"][-1] == "resolve"
+
 
 def test_dbt_refuses_to_read_tables_no_reconciliation_has_decided(spark, isolated_home):
     with pytest.raises(DbtRefused, match="serving.merchant_revenue: no reconciliation has decided what it serves"):

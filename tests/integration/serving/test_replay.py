@@ -45,10 +45,11 @@ CHANGED = dataclasses.replace(PIPELINE, gold_tables=(REVENUE_V2, *PIPELINE.gold_
 
 
 @pytest.fixture(scope="module")
-def platform(kafka_broker, spark, settings, tmp_path_factory):
+def platform(kafka_broker, spark, settings, tmp_path_factory, webhook):
     """A small log streamed into the base generation by the old code, every gold view serving that stream."""
     topic = f"test.replay.{uuid.uuid4().hex[:8]}"
-    local = fresh_stream_settings(settings, tmp_path_factory.mktemp("replay"), topic, max_offsets=100_000)
+    local = fresh_stream_settings(settings, tmp_path_factory.mktemp("replay"), topic, max_offsets=100_000) \
+        .with_overrides(alert_webhook_url=f"{webhook.url}/replay")
     manifest, _ = produce_hard_cases(local, total=300, seed=21)
     run_stream(spark, local)
     serving.record(spark, local, PIPELINE, [
@@ -96,7 +97,7 @@ def test_a_replay_builds_a_new_generation_while_the_old_one_keeps_serving(spark,
     assert "net_units" not in spark.table(REVENUE_VIEW).columns
 
 
-def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform):
+def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform, webhook):
     local, _ = platform
     table = "gold.merchant_revenue__g1"
     row = read(spark, local, table).orderBy("merchant_id", "window_start").first()
@@ -117,9 +118,10 @@ def test_a_generation_that_differs_from_the_batch_is_not_served(spark, platform)
     assert served_sources(spark) == {serving.serving_view(t): t for t in GOLD}
     alert = read(spark, local, "audit.alerts").where("dedup_key = 'replay:marketplace:g1'").first()
     assert alert.severity == "warning" and alert.runbook.endswith("#replay-failed")
+    assert [(b["dedup_key"], b["action"]) for b in webhook.bodies("/replay")] == [("replay:marketplace:g1", "trigger")]
 
 
-def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_commit(spark, platform):
+def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_commit(spark, platform, webhook):
     """As the replay DAG's task runs it (`kappa replay reconcile --swap`), then again as its retry would."""
     local, _ = platform
     state = serving.SERVING_STATE_TABLE
@@ -137,6 +139,8 @@ def test_an_exact_reconciliation_swaps_every_view_to_the_new_generation_in_one_c
     assert same_rows(spark.table(REVENUE_VIEW), read(spark, local, "gold.merchant_revenue__g1"))
     assert "net_units" in spark.table(REVENUE_VIEW).columns
     assert resolve(spark, local, PIPELINE.name).generation == "g1", "stream and audit follow the active one"
+    assert [(b["dedup_key"], b["action"]) for b in webhook.bodies("/replay")] == [
+        ("replay:marketplace:g1", "trigger"), ("replay:marketplace:g1", "resolve")], "the failed generation is proven"
     events = generations.read(spark, local, PIPELINE.name)
     retried = replay.run_action(spark, local, CHANGED, "", "reconcile", "g1", run_id="replay.g1.exact",
                                 reason="net in whole units", swap_after=True)

@@ -9,10 +9,19 @@ import re
 from pathlib import Path
 
 from spark_apps.alerts.alert import Alert, runbook
-from spark_apps.alerts.dispatch import alert_line, dispatch, outbox_line, outbox_rows
+from spark_apps.alerts.dispatch import (
+    alert_line,
+    dispatch,
+    open_incidents,
+    outbox_line,
+    outbox_rows,
+    resolve,
+    resolve_cleared,
+)
 from spark_apps.alerts.sinks import Delivery
 from spark_apps.core.settings import PROJECT_ROOT, Settings
 from spark_apps.services.processes import free_port
+from tests.support.webhook import WebhookReceiver
 
 
 def closed_port_url(path: str) -> str:
@@ -82,7 +91,8 @@ def test_outbox_lines_become_one_row_per_alert_and_a_torn_line_is_skipped(caplog
         "severity": "critical", "summary": "stream marketplace is down", "source": "supervisor",
         "dedup_key": "stream:marketplace:down", "table": "silver.orders", "offsets": {0: 10},
         "versions": {"silver.orders": 4}, "details": '{"pid": 123}', "runbook": "docs/runbook.md#stream-down",
-        "deliveries": '[{"attempts": 3, "error": "HTTP 500", "ok": false, "sink": "slack", "status": 500}]'}]
+        "deliveries": '[{"attempts": 3, "error": "HTTP 500", "ok": false, "sink": "slack", "status": 500}]',
+        "action": "trigger"}]
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["skipping an unreadable alert outbox line"]
 
 
@@ -104,3 +114,55 @@ def test_every_runbook_anchor_the_apps_link_to_is_a_section_of_the_runbook():
             for anchor in re.findall(r'\brunbook\("([^"]+)"\)', path.read_text())}
     assert {"task-failed", "log-retention", "reconciliation-mismatch"} <= used
     assert used <= sections
+
+
+def test_an_incident_is_open_from_its_trigger_until_its_resolve_goes_to_the_same_sinks(tmp_path):
+    with WebhookReceiver() as receiver:
+        settings = Settings(home=tmp_path, alert_webhook_url=f"{receiver.url}/hook")
+        assert not resolve(settings, "stream:marketplace:down", "supervisor", "never raised")
+        dispatch(settings, stream_down())
+        assert open_incidents(settings)["stream:marketplace:down"]["summary"] == "stream marketplace is down"
+        assert resolve(settings, "stream:marketplace:down", "supervisor", "the stream is ok")
+        assert not resolve(settings, "stream:marketplace:down", "supervisor", "already resolved")
+    assert [(b["dedup_key"], b["action"], b["severity"]) for b in receiver.bodies("/hook")] == [
+        ("stream:marketplace:down", "trigger", "critical"), ("stream:marketplace:down", "resolve", "info")]
+    assert receiver.bodies("/hook")[1]["summary"] == "resolved: stream:marketplace:down: the stream is ok"
+    assert open_incidents(settings) == {}
+    assert [r["action"] for r in outbox_records(settings)] == ["trigger", "resolve"]
+
+
+def test_resolving_what_cleared_leaves_conditions_still_raised_and_other_prefixes_open(tmp_path):
+    settings = Settings(home=tmp_path)
+    for key in ("quality:p:gold.a", "quality:p:gold.b", "quality:q:gold.a", "reconcile:p:gold.a"):
+        dispatch(settings, stream_down(dedup_key=key))
+    assert resolve_cleared(settings, "quality:p:", ["quality:p:gold.b"], "audit", "rules hold") == ["quality:p:gold.a"]
+    assert sorted(open_incidents(settings)) == ["quality:p:gold.b", "quality:q:gold.a", "reconcile:p:gold.a"]
+
+
+def test_an_unreadable_incidents_file_is_logged_and_read_as_nothing_open(tmp_path, caplog):
+    settings = Settings(home=tmp_path)
+    settings.alerts_incidents.parent.mkdir(parents=True)
+    settings.alerts_incidents.write_text('{"torn')
+    with caplog.at_level(logging.ERROR, logger="spark_apps"):
+        assert open_incidents(settings) == {}
+    assert "cannot be read" in caplog.records[0].getMessage()
+    dispatch(settings, stream_down())
+    assert list(open_incidents(settings)) == ["stream:marketplace:down"], "the next alert writes it whole again"
+
+
+def test_kappa_alerts_open_lists_the_open_incidents_oldest_first_without_spark(tmp_path, monkeypatch, capsys):
+    from spark_apps.cli import main
+
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    assert main(["alerts", "--open"]) == 0
+    assert capsys.readouterr().out == "no open incidents\n"
+    settings = Settings(home=tmp_path)
+    dispatch(settings, stream_down(dedup_key="stream:marketplace:stalled", summary="stalled\n for 10 min",
+                                   raised_at=dt.datetime(2026, 3, 1, 9, 0, tzinfo=dt.UTC)))
+    dispatch(settings, stream_down(raised_at=dt.datetime(2026, 3, 1, 8, 0, tzinfo=dt.UTC)))
+    assert main(["alerts", "--open"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "2026-03-01 08:00:00Z critical stream:marketplace:down silver.orders: stream marketplace is down "
+        "(docs/runbook.md#stream-down)",
+        "2026-03-01 09:00:00Z critical stream:marketplace:stalled silver.orders: stalled for 10 min "
+        "(docs/runbook.md#stream-down)"]

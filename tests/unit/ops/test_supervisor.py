@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from spark_apps.alerts import dispatch
 from spark_apps.alerts.alert import Alert
 from spark_apps.cli import main
 from spark_apps.core.errors import BrokerError
@@ -19,7 +20,6 @@ from spark_apps.ops.supervisor import (
     assess,
     dead_letter_alert,
     future_event_alert,
-    incident_changes,
     is_stream_of,
     lag_by_partition,
     pid_path,
@@ -206,7 +206,7 @@ def test_supervise_starts_a_stream_that_is_down_and_warns(settings, target, monk
     alerts, started = [], []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: started.append(s) or 4242)
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     health = supervisor.supervise(settings, target)
     assert (health.status, health.pid, started) == ("started", 4242, [settings])
     assert [(a.severity, a.dedup_key) for a in alerts] == [("warning", "stream:marketplace:started")]
@@ -215,13 +215,15 @@ def test_supervise_starts_a_stream_that_is_down_and_warns(settings, target, monk
 
 
 def test_restarts_within_the_window_make_a_crash_loop_that_pages_critical(settings, target, monkeypatch):
-    alerts, clock = [], iter([1000.0, 1600.0, 2200.0, 9000.0])
+    alerts, now = [], [0.0]
     looping = settings.with_overrides(crash_loop_restarts=3, crash_loop_window_s=3600)
-    monkeypatch.setattr(supervisor.time, "time", lambda: next(clock))
+    monkeypatch.setattr(supervisor.time, "time", lambda: now[0])
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: s.run_dir.mkdir(parents=True, exist_ok=True) or 4242)
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
-    statuses = [supervisor.supervise(looping, target).status for _ in range(4)]
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
+    statuses = []
+    for now[0] in (1000.0, 1600.0, 2200.0, 9000.0):
+        statuses.append(supervisor.supervise(looping, target).status)
     assert statuses == ["started", "started", "crash-loop", "started"], "the fourth is an hour after the first two"
     raised = [a for a in alerts if not a.resolves]
     assert [(a.severity, a.dedup_key) for a in raised][2] == ("critical", "stream:marketplace:crash-loop")
@@ -232,7 +234,7 @@ def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_hold
     alerts, running = [], []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77 if running else None)
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {
         "written_at_epoch_s": supervisor.time.time(), "end_offsets": {"shop.events": {"0": 10}}} if running else None)
@@ -247,22 +249,12 @@ def test_an_incident_is_resolved_on_the_first_round_its_condition_no_longer_hold
         ("stream:marketplace:down", False), ("stream:marketplace:down", False), ("stream:marketplace:down", True)]
 
 
-def test_incident_changes_resolve_what_was_open_and_is_not_raised_again():
-    raised = Alert(severity="critical", summary="s", source="supervisor", dedup_key="stream:p:stalled")
-    letters = Alert(severity="warning", summary="s", source="supervisor", dedup_key="stream:p:dead-letters")
-    assert incident_changes(["stream:p:down"], [raised]) == (["stream:p:down"], ["stream:p:stalled"])
-    assert incident_changes(["stream:p:stalled"], [raised]) == ([], ["stream:p:stalled"])
-    assert incident_changes(["stream:p:stalled"], []) == (["stream:p:stalled"], [])
-    assert incident_changes(["stream:p:stalled", "stream:p:dead-letters"], [letters]) == (
-        ["stream:p:stalled"], ["stream:p:dead-letters"])
-
-
 def healthy_rounds(settings, target, monkeypatch, *heartbeats: dict) -> list[Alert]:
     """One supervision round of a running, caught-up stream per heartbeat, each judged ok; what was dispatched."""
     alerts: list[Alert] = []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 500}))
     monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     monkeypatch.setattr(supervisor.time, "time", lambda: NOW)
     pid_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
     pid_path(settings, target).write_text("77\n")
@@ -316,7 +308,7 @@ def test_supervise_without_start_reports_a_down_stream_and_starts_nothing(settin
     alerts = []
     monkeypatch.setattr(supervisor, "read_log", logged({0: 10}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     assert supervisor.supervise(settings, target, start=False).status == "down"
     assert [(a.severity, a.dedup_key) for a in alerts] == [("critical", "stream:marketplace:down")]
 
@@ -337,7 +329,7 @@ def test_supervise_pages_when_it_cannot_read_the_log_and_starts_nothing(settings
 
     monkeypatch.setattr(supervisor, "read_log", unreadable)
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     health = supervisor.supervise(settings, target)
     assert health.status == "blind" and not health.healthy and health.detail.startswith(why)
     assert [(a.severity, a.dedup_key, a.runbook.rsplit("#", 1)[1]) for a in alerts] == [
@@ -374,7 +366,7 @@ def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(se
     monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
     monkeypatch.setattr(supervisor, "stop_stream", lambda s, t: stopped.append(s) or True)
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {**beat({0: 500}), "topic_id": "id-old"})
     health = supervisor.supervise(settings, target)
     assert (health.status, health.healthy, stopped) == ("rewound", False, [settings])
@@ -385,7 +377,7 @@ def test_a_recreated_topic_pages_critical_stops_the_stream_and_starts_nothing(se
 
 def test_a_heartbeat_without_a_topic_id_is_judged_by_its_offsets_only(settings, target, monkeypatch):
     monkeypatch.setattr(supervisor, "read_log", logged({0: 500}, "id-any"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: [])
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: beat({0: 500}))
     assert supervisor.supervise(settings, target, start=False).status != "rewound"
 
@@ -395,7 +387,7 @@ def test_observing_a_rewound_topic_reports_it_and_stops_nothing(settings, target
     monkeypatch.setattr(supervisor, "read_log", logged({0: 900}, "id-new"))
     monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
     monkeypatch.setattr(supervisor, "stop_stream", lambda s, t: pytest.fail("observing must not stop the stream"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: pytest.fail("observing must not page"))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: pytest.fail("observing must not page"))
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {**beat({0: 500}), "topic_id": "id-old"})
     seen = supervisor.observe(settings, target, NOW)
     assert (seen.health.status, seen.health.pid, seen.log_end) == ("rewound", 77, {0: 900})
@@ -436,7 +428,7 @@ def test_before_its_first_batch_a_stream_of_a_pipeline_with_its_own_topic_is_jud
                                                                                                   {0: (0, 40)}))
     monkeypatch.setattr(supervisor, "stream_pid", lambda s, t: 77)
     monkeypatch.setattr(supervisor, "stop_stream", lambda s, t: stopped.append(s) or True)
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: None)
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: [])
     monkeypatch.setattr(supervisor, "read_heartbeat", lambda s, t: {**beat(None), "topic_id": "id-sensors"})
     pid_path(settings, sensors).parent.mkdir(parents=True, exist_ok=True)
     pid_path(settings, sensors).write_text("77\n")
@@ -450,7 +442,7 @@ def test_a_pipeline_never_started_whose_topic_does_not_exist_is_idle_and_nothing
     alerts = []
     monkeypatch.setattr(supervisor, "read_log", logged({}))
     monkeypatch.setattr(supervisor, "start_stream", lambda s, t: pytest.fail("must not start"))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     health = supervisor.supervise(settings, target)
     assert (health.status, health.healthy, alerts) == ("idle", True, [])
     assert health.detail.startswith("never started: topic shop.events has no partitions on ")
@@ -460,7 +452,7 @@ def test_a_stream_the_supervisor_started_whose_topic_is_gone_is_blind_not_idle(s
     """Its log file shows it was deployed: a topic lost since is an incident, not a fresh home."""
     alerts = []
     monkeypatch.setattr(supervisor, "read_log", logged({}))
-    monkeypatch.setattr(supervisor, "dispatch", lambda s, alert: alerts.append(alert))
+    monkeypatch.setattr(dispatch, "deliver", lambda s, alert: alerts.append(alert) or [])
     supervisor.log_path(settings, target).parent.mkdir(parents=True, exist_ok=True)
     supervisor.log_path(settings, target).write_text("earlier run\n")
     health = supervisor.supervise(settings, target, start=False)

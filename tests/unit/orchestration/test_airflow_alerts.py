@@ -104,6 +104,47 @@ def test_the_triggerer_callback_is_awaitable_and_sends_the_missed_deadline(airfl
     assert sent["dedup_key"] == "deadline:kappa_reconcile" and sent["summary"] == summary
 
 
+def test_a_task_that_succeeds_after_failing_resolves_its_incident_once(airflow_alerts, monkeypatch, tmp_path):
+    with WebhookReceiver() as receiver:
+        monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+        monkeypatch.setenv("KAPPA_ALERT_WEBHOOK_URL", f"{receiver.url}/hook")
+        airflow_alerts.KappaResolveNotifier()(failure_context())  # never failed: nothing to close
+        airflow_alerts.KappaAlertNotifier()(failure_context())
+        airflow_alerts.KappaResolveNotifier()(failure_context())  # as Airflow calls an on_success_callback
+        airflow_alerts.KappaResolveNotifier()(failure_context())
+    assert [(b["dedup_key"], b["action"]) for b in receiver.bodies("/hook")] == [
+        ("airflow:kappa_reconcile:reconcile", "trigger"), ("airflow:kappa_reconcile:reconcile", "resolve")]
+    assert receiver.bodies("/hook")[1]["summary"] == (
+        "resolved: airflow:kappa_reconcile:reconcile: Airflow task kappa_reconcile.reconcile succeeded (run "
+        "scheduled__2026-03-01T08:00:00+00:00)")
+
+
+def test_a_run_that_finishes_after_its_deadline_resolves_the_missed_deadline(airflow_alerts, monkeypatch, tmp_path):
+    """The DAG's on_success_callback, with the context Airflow's DAG processor hands it."""
+    from airflow.sdk import DAG
+
+    run_done = {"dag": DAG("kappa_reconcile", schedule=None), "run_id": "scheduled__2026-03-01T08:00:00+00:00",
+                "reason": "success"}
+    with WebhookReceiver() as receiver:
+        monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+        monkeypatch.setenv("KAPPA_ALERT_WEBHOOK_URL", f"{receiver.url}/hook")
+        asyncio.run(airflow_alerts.deadline_missed(context=deadline_context()))
+        airflow_alerts.KappaRunResolveNotifier()(run_done)
+        airflow_alerts.KappaRunResolveNotifier()(run_done)
+    assert [(b["dedup_key"], b["action"], b["severity"]) for b in receiver.bodies("/hook")] == [
+        ("deadline:kappa_reconcile", "trigger", "critical"), ("deadline:kappa_reconcile", "resolve", "info")]
+
+
+def test_every_dag_pages_a_failed_task_and_closes_incidents_on_success(airflow_alerts):
+    from spark_apps.core.settings import Settings
+    from spark_apps.orchestration.tasks import dag_arguments
+
+    arguments = dag_arguments(Settings())
+    assert [type(n).__name__ for n in arguments["on_success_callback"]] == ["KappaRunResolveNotifier"]
+    assert [type(n).__name__ for n in arguments["default_args"]["on_failure_callback"]] == ["KappaAlertNotifier"]
+    assert [type(n).__name__ for n in arguments["default_args"]["on_success_callback"]] == ["KappaResolveNotifier"]
+
+
 def test_importing_the_notifier_loads_neither_spark_nor_kafka(tmp_path):
     probe = ("import sys, spark_apps.orchestration.notifier; "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'delta', 'kafka'}))")
