@@ -261,6 +261,8 @@ def summary_lines(run: AuditRun) -> list[str]:
     for check in run.contract:
         lines.append(f"{'counts':28s} {'HOLDS' if check.ok else 'BROKEN':8s} {check.name}: "
                      f"{check.left:,} vs {check.right:,}")
+    if run.code_note:
+        lines.append(f"{'code':28s} {'DIFFERS':8s} {run.code_note}")
     lines.append("time: " + phase_times(run.seconds))
     lines.append(f"report: {run.report_path}")
     lines.append(f"data docs: {run.docs_url}")
@@ -337,7 +339,7 @@ def _ledger_rows(run: AuditRun, finished: dt.datetime) -> list[ledger.LedgerRow]
                   stream_app_id=p.app_id, stream_batch_id=p.batch_id, topic=p.topic,
                   start_offsets=dict(p.start_offsets), end_offsets=dict(p.end_offsets),
                   code_version=snap.code_version, as_of=run.as_of or run.started_at, kind=run.kind,
-                  builds_on=run.builds_on)
+                  builds_on=run.builds_on, stream_code_version=p.code_version)
     rows = []
     for v in run.verdicts:
         d = v.diff

@@ -36,7 +36,7 @@ from spark_apps.audit.recompute import (
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
-from spark_apps.core.version import code_version
+from spark_apps.core.version import same_code
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import read_if_present, table_path
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
@@ -46,6 +46,7 @@ from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.provenance import pipeline_version
 from spark_apps.transforms.events import (
     COORDINATES,
     WINNER_POSITION,
@@ -184,8 +185,8 @@ def _base(settings: Settings, pipeline: Pipeline, generation: str, alignment: Al
     problem = None
     if not all(r["success"] for r in newest):
         problem = "it did not succeed"
-    elif first["code_version"] != code_version():
-        problem = f"it ran code {first['code_version']}, this is {code_version()}"
+    elif not same_code(first["code_version"], pipeline_version(pipeline)):
+        problem = f"it ran code {first['code_version']}, this is {pipeline_version(pipeline)}"
     elif first["topic"] != position.topic or _starts(first["start_offsets"]) != _starts(position.start_offsets):
         problem = "it audited another log or another start"
     elif any(o > position.end_offsets.get(p, 0) for p, o in first["end_offsets"].items()):
@@ -233,7 +234,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                               {p: base.end_offsets.get(p, position.start_offsets.get(p, 0))
                                for p in position.end_offsets}, position.end_offsets)
     check_retention(spark, settings, new_span, source=f"incremental batch recompute {run_id}")
-    snapshot = Snapshot(run_id=run_id, position=position, code_version=code_version())
+    snapshot = Snapshot(run_id=run_id, position=position, code_version=pipeline_version(pipeline))
     schema, rule = pipeline.schema, pipeline.lateness_rule(settings)
     labels = pipeline.tables()
     key = (schema.id_field,)

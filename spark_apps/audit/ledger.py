@@ -20,7 +20,7 @@ LEDGER_SCHEMA = (
     "stream_rows bigint, batch_rows bigint, matched bigint, missing_in_stream bigint, extra_in_stream bigint, "
     "value_mismatch bigint, buckets bigint, differing_buckets bigint, compare_seconds double, "
     "stream_equals_batch boolean, quality_ok boolean, success boolean, gx_result string, detail string, "
-    "code_version string, as_of timestamp, kind string, builds_on string")
+    "code_version string, as_of timestamp, kind string, builds_on string, stream_code_version string")
 FULL, INCREMENTAL = "full", "incremental"
 
 
@@ -58,6 +58,7 @@ class LedgerRow:
     as_of: dt.datetime  # the moment the run stands for: its data interval's end when scheduled, else ``started_at``
     kind: str = FULL  # full: the batch side recomputed the whole log; incremental: extended a verified run's snapshot
     builds_on: str = ""  # the verified run an incremental run extended
+    stream_code_version: str = ""  # what the stream ran for the audited batch ("" when its commit did not say)
 
 
 def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
@@ -84,6 +85,7 @@ def run_summary(rows: list) -> dict:
         "end_offsets": {str(p): o for p, o in sorted(first["end_offsets"].items())},
         "code_version": first["code_version"], "kind": first.asDict().get("kind") or FULL,
         "builds_on": first.asDict().get("builds_on") or "",
+        "stream_code_version": first.asDict().get("stream_code_version") or "",
         "tables": [{"table": r["table"], "success": r["success"], "stream_equals_batch": r["stream_equals_batch"],
                     "quality_ok": r["quality_ok"], "stream_table": r["stream_table"],
                     "stream_version": r["stream_version"], "snapshot_table": r["snapshot_table"],

@@ -18,7 +18,6 @@ from spark_apps.alerts.dispatch import raise_alert, resolve
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
-from spark_apps.core.version import code_version
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import existing_table_path, register_table, table_path
 from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, commit_metadata
@@ -28,6 +27,7 @@ from spark_apps.io.parallel_writes import write_in_parallel
 from spark_apps.io.stream_store import read_view
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
+from spark_apps.pipeline.provenance import pipeline_version
 from spark_apps.transforms.events import (
     COORDINATES,
     WINNER_POSITION,
@@ -258,7 +258,7 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
     """Rebuild the stream tables from the log prefix ``O`` and write them as tagged ``batch.*`` snapshots."""
     position = alignment.position
     check_retention(spark, settings, position, source=f"batch recompute {run_id}")
-    snapshot = Snapshot(run_id=run_id, position=position, code_version=code_version())
+    snapshot = Snapshot(run_id=run_id, position=position, code_version=pipeline_version(pipeline))
     log.info("batch recompute %s: reading %s from Kafka", run_id, position.describe())
     with timed(snapshot.seconds, "read"):
         start = {p: position.start_offsets.get(p, 0) for p in position.end_offsets}

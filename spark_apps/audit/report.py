@@ -75,6 +75,7 @@ def render(run: AuditRun, dbt_docs: Path | None = None) -> str:
 <p>Run {escape(run.run_id)} at {escape(f"{run.started_at:%Y-%m-%d %H:%M:%S} UTC")}; stream batch {p.batch_id} of
 {escape(p.app_id)}; topic {escape(p.topic)} {escape(spans)}; {run.snapshot.records:,} records in the log prefix;
 code {escape(run.snapshot.code_version)}.</p>
+{f'<p class="bad">Code differs: {escape(run.code_note)}.</p>' if run.code_note else ""}
 <p>{escape(run.kind.capitalize())} run: {escape(run.kind_reason or "the whole log recomputed")}.
 {"Rows are compared on the keys changed since that run; the count contract compares every whole table."
  if run.builds_on else ""}</p>

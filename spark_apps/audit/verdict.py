@@ -11,6 +11,7 @@ from spark_apps.audit import ledger
 from spark_apps.audit.diff import TableDiff
 from spark_apps.audit.expectations import SuiteOutcome
 from spark_apps.audit.recompute import Snapshot, StreamTable
+from spark_apps.core.version import same_code
 from spark_apps.io.lineage import StreamPosition
 
 
@@ -65,3 +66,13 @@ class AuditRun:
     @property
     def success(self) -> bool:
         return all(v.success for v in self.verdicts) and all(c.ok for c in self.contract)
+
+    @property
+    def code_note(self) -> str:
+        """What on-call must know about the code first: "" when the stream's batch and this batch ran the same code
+        (or the stream's commit predates recorded versions), else which code each side ran."""
+        stream, batch = self.position.code_version, self.snapshot.code_version
+        if not stream or same_code(stream, batch):
+            return ""
+        return (f"the stream ran code {stream} for batch {self.position.batch_id}, this batch ran {batch}: a "
+                "difference may be the code, not the data")

@@ -26,6 +26,7 @@ class StreamPosition:
     topic: str
     start_offsets: dict[int, int]
     end_offsets: dict[int, int]
+    code_version: str = ""  # what the stream ran for this batch ("" for a commit written before it was recorded)
 
     @property
     def records(self) -> int:
@@ -116,5 +117,6 @@ def position_at(table_path: str, version: int | None = None) -> StreamPosition:
             return StreamPosition(
                 table_version=wanted, app_id=meta["app_id"], batch_id=meta["batch_id"], topic=meta["topic"],
                 start_offsets={int(p): o for p, o in meta["stream_start_offsets"].items()},
-                end_offsets={int(p): o for p, o in meta["end_offsets"].items()})
+                end_offsets={int(p): o for p, o in meta["end_offsets"].items()},
+                code_version=meta.get("code_version", ""))
     raise PlatformError(f"version {wanted} of {table_path} precedes every stream commit")

@@ -29,8 +29,8 @@ from spark_apps.audit import ledger
 from spark_apps.audit.recompute import check_log_complete
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
-from spark_apps.core.version import code_version
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
+from spark_apps.pipeline.provenance import pipeline_version
 from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 from spark_apps.target import generations
@@ -235,7 +235,7 @@ def build(spark, settings: Settings, pipeline: Pipeline, spec: str = "", generat
     name = generations.check_name(generation) if generation else (
         generations.resumable(events) or generations.next_name(events))
     generations.check_build(events, name, spec)
-    version = code_version()
+    version = pipeline_version(pipeline)
     generations.record(spark, settings, [GenerationEvent(pipeline.name, name, BUILDING, spec, reason=reason,
                                                          code_version=version)])
     resolve_cleared(settings, replay_key(pipeline.name, ""), [replay_key(pipeline.name, name)],

@@ -46,6 +46,7 @@ from spark_apps.io.spark_session import choose_execution
 from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.pipeline.folds import q
+from spark_apps.pipeline.provenance import pipeline_version
 from spark_apps.stream import micro_batch
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.failures import failure_summary
@@ -113,6 +114,8 @@ class StreamJob:
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
         self.fence = CheckpointFence(self.checkpoint)
         self.app_id: str | None = None
+        # What computes the rows, recorded in every commit: the audit says when the batch that checks it ran other code.
+        self.code_version = pipeline_version(self.pipeline)
         # The last batch this app recorded in the store: every batch up to it is in every table already.
         self.recorded_through = -1
         # The id of the topic this checkpoint reads (recorded at its first start); the heartbeat carries it.
@@ -200,7 +203,7 @@ class StreamJob:
         records = lineage.records_between(start, end)
         self._configure(spark, records)
         meta = {"pipeline": self.pipeline.name, "app_id": self.app_id, "batch_id": batch_id, "topic": self.topic,
-                "end_offsets": {str(p): o for p, o in sorted(end.items())},
+                "code_version": self.code_version, "end_offsets": {str(p): o for p, o in sorted(end.items())},
                 "stream_start_offsets": {str(p): o for p, o in
                                          sorted(lineage.initial_offsets(self.checkpoint, self.topic).items())}}
         with commit_metadata(spark, meta):
