@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
-.PHONY: help install jars up sql airflow down demo test unit chaos bench lint docs clean tools cluster-up cluster-down cluster-test
+.PHONY: help install jars up sql airflow down demo test unit chaos bench lint docs clean tools browser cluster-up cluster-down cluster-test
 
 help:
 	@echo "make demo   - run the end-to-end demo on the embedded setup (installs what is missing)"
@@ -42,6 +42,10 @@ help:
 tools:
 	@command -v java >/dev/null || { echo "installing a JDK (apt)"; apt-get update -q && apt-get install -y -q openjdk-17-jdk-headless; }
 	@command -v mvn >/dev/null || { echo "installing Maven (apt)"; apt-get update -q && apt-get install -y -q maven; }
+
+# The headless browser the tests render pages in (and `kappa report --screenshot` uses).
+browser:
+	@command -v chromium >/dev/null || { echo "installing Chromium (apt)"; apt-get update -q && apt-get install -y -q chromium; }
 
 install: $(VENV_STAMP)
 
@@ -100,7 +104,7 @@ cluster-down:
 	@if [ -x $(PY) ]; then $(KAPPA) cluster down; else echo "nothing to stop"; fi
 
 # The cluster tests start a cluster of their own (throwaway home, free ports), not the one of cluster-up.
-cluster-test: install jars
+cluster-test: install jars browser
 	@$(PY) -m pytest -m cluster tests/cluster $(PYTEST_ARGS)
 
 demo: install jars

@@ -8,7 +8,8 @@ the last verified snapshots by the records since and compare the keys they touch
 run), diff each stream table against its snapshot, run the Great
 Expectations suites, append the verdict to `audit.reconciliation_ledger`, then let the serving
 state machine move each gold table between the batch snapshot (`lambda`) and the stream table
-(`kappa`), and publish one Asset event per served table for the models downstream.
+(`kappa`), and publish one Asset event per served table for the models downstream. Each run rewrites the
+pipeline's overview page, its history at a glance (`var/reports/overview/<pipeline>.html`, or `kappa report`).
 
 While every gold table serves the stream, the batch only audits, every `KAPPA_KAPPA_AUDIT_EVERY_S`
 seconds; the runs in between skip. A mismatch switches the table back to the batch snapshot at

@@ -10,6 +10,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_apps.core.errors import PlatformError
@@ -138,7 +139,6 @@ def _topic(args: argparse.Namespace, settings: Settings) -> int:
 
 def _produce(args: argparse.Namespace, settings: Settings) -> int:
     import time
-    from pathlib import Path
 
     from spark_apps.io.producer import produce
     from spark_apps.io.topics import ensure_topic
@@ -179,7 +179,6 @@ def _produce_file(args: argparse.Namespace, settings: Settings, target: Target) 
     stream's own parser, how many of those records it dead-letters and why."""
     import itertools
     import time
-    from pathlib import Path
 
     from spark_apps.io.event_files import HISTORY_SAMPLE, event_files, late_on_arrival, read_records
     from spark_apps.io.producer import produce_file
@@ -323,6 +322,8 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     print("\n".join(outcome.reconciliation.lines))
     if outcome.decisions:
         print("\n".join(_serving_line(d) for d in outcome.decisions))
+    if outcome.overview:
+        print(f"overview: {outcome.overview}")
     _write_json(args.json, outcome.as_json())
     if not outcome.reconciliation.success:
         print(f"kappa reconcile: stream and batch differ or a quality rule failed; see {outcome.reconciliation.report}",
@@ -447,8 +448,6 @@ def _spark(settings: Settings, command: str, name: str | None = None):
 
 def _write_json(path: str | None, payload: dict) -> None:
     import json
-    from pathlib import Path
-
     if path:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -461,8 +460,6 @@ def _json_output(text: str) -> str:
     """An argparse type for ``--json``: a file this process can create or overwrite, checked before the command's
     work starts, so that a run of minutes does not end on a path it could never write."""
     import os
-    from pathlib import Path
-
     path = Path(text).expanduser()
     if not text or path.is_dir():
         raise argparse.ArgumentTypeError(f"--json needs a file path, got {text!r}")
@@ -476,6 +473,20 @@ def _json_output(text: str) -> str:
     if not writable:
         raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied or not a folder on the way")
     return str(path)
+
+
+def _report(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.ops.overview import write_overview
+
+    spark, target = _resolved(args, settings, "report")
+    path = write_overview(spark, settings, target)
+    print(f"overview: {path}")
+    if args.screenshot is not None:
+        from spark_apps.services.browser import view
+
+        shown = view(path, "document.title", settings.browser, screenshot=args.screenshot)
+        print(f"screenshot: {shown.screenshot}")
+    return 0
 
 
 def _alerts(args: argparse.Namespace, settings: Settings) -> int:
@@ -624,7 +635,6 @@ def _init(args: argparse.Namespace, settings: Settings) -> int:
     """Draft a pipeline module and its test from a file's first rows, and say every guess it made."""
     import os
     import time
-    from pathlib import Path
 
     from spark_apps.io.event_files import HISTORY_SAMPLE, event_files, sample_columns
     from spark_apps.pipeline.draft import draft, pipeline_module, pipeline_test_module
@@ -808,6 +818,13 @@ def build_parser() -> argparse.ArgumentParser:
                                  "DAG passes its own)")
     replay_cmd.add_argument("--json", type=_json_output, help="also write the outcome as JSON to this file")
     replay_cmd.set_defaults(handler=_replay)
+
+    report = commands.add_parser("report", help="write a pipeline's overview page: verdicts, audits, lag and latency, "
+                                                "serving modes and incidents over time")
+    report.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    report.add_argument("--screenshot", type=Path, metavar="PNG",
+                        help="also save a picture of the whole page, taken by a headless browser (KAPPA_BROWSER)")
+    report.set_defaults(handler=_report)
 
     alerts = commands.add_parser("alerts", help="list recent alerts, newest first (records pending ones first)")
     alerts.add_argument("--limit", type=_positive_int, default=20, help="alerts to show (default 20)")

@@ -37,6 +37,7 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.io.producer import produce
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic, partition_offsets
+    from spark_apps.ops.overview import write_overview
     from spark_apps.ops.scheduled_audit import reconcile
     from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
@@ -117,5 +118,8 @@ def run_demo(settings: Settings) -> int:
     print(f"\nreconciliation report: {report}")
     if documented.success:
         print(f"dbt docs (linked from the report): {dbt_docs_index(settings, pipeline.name)}")
+    overview = write_overview(spark, settings, target)  # the dbt run's incidents, if any, in it too
     print(f"\nThe broker and the catalog keep running (make down stops them). Warehouse: {settings.warehouse_dir}")
+    print(f"overview of {pipeline.name} over time (verdicts, audits, lag and latency, serving, incidents): "
+          f"{overview}")
     return 0 if run.success and built.success else 1

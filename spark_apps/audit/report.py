@@ -13,7 +13,7 @@ from pathlib import Path
 from spark_apps.audit.diff import KINDS, WINDOW_COLUMN
 from spark_apps.audit.verdict import AuditRun, TableVerdict
 from spark_apps.core.html import escape, link, mark, page
-from spark_apps.core.paths import dbt_docs_index, latest_report_path, report_path
+from spark_apps.core.paths import dbt_docs_index, latest_report_path, overview_path, report_path
 from spark_apps.core.settings import Settings
 
 
@@ -46,7 +46,7 @@ def _samples(verdict: TableVerdict) -> str:
     return "".join(parts)
 
 
-def render(run: AuditRun, dbt_docs: Path | None = None) -> str:
+def render(run: AuditRun, dbt_docs: Path | None = None, overview: Path | None = None) -> str:
     p = run.position
     spans = ", ".join(f"p{k}=[{p.start_offsets.get(k, 0)},{o})" for k, o in sorted(p.end_offsets.items()))
     timing = ", ".join(f"{k} {v:.1f} s" for k, v in run.seconds.items())
@@ -80,7 +80,8 @@ code {escape(run.snapshot.code_version)}.</p>
 {"Rows are compared on the keys changed since that run; the count contract compares every whole table."
  if run.builds_on else ""}</p>
 <p>Time: {escape(timing)}. {link(run.docs_url, "Great Expectations Data Docs")}
-{link(dbt_docs.as_uri() if dbt_docs else "", "dbt docs of the marts over the serving views")}</p>
+{link(dbt_docs.as_uri() if dbt_docs else "", "dbt docs of the marts over the serving views")}
+{link(overview.as_uri() if overview else "", f"{run.pipeline} over time (overview)")}</p>
 <table><tr><th class="l">table</th><th>stream version</th><th>snapshot version</th><th>stream rows</th>
 <th>batch rows</th><th>matched</th>{"".join(f"<th>{k}</th>" for k in KINDS)}<th>buckets differing</th>
 <th class="l">verdict</th></tr>{rows}</table>
@@ -95,6 +96,7 @@ def write_report(settings: Settings, run: AuditRun) -> Path:
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
     dbt_docs = dbt_docs_index(settings, run.pipeline)
-    path.write_text(render(run, dbt_docs if dbt_docs.exists() else None))
+    overview = overview_path(settings, run.pipeline).resolve()
+    path.write_text(render(run, dbt_docs if dbt_docs.exists() else None, overview))
     shutil.copyfile(path, latest_report_path(settings, run.pipeline))
     return path

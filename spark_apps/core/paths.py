@@ -47,6 +47,11 @@ def report_path(settings: Settings, pipeline: str, run_id: str) -> Path:
     return settings.reports_dir / "reconciliation" / f"{pipeline}-{run_id}.html"
 
 
+def overview_path(settings: Settings, pipeline: str) -> Path:
+    """A pipeline's overview page: its history at a glance, rewritten after every reconciliation."""
+    return settings.reports_dir / "overview" / f"{pipeline}.html"
+
+
 def latest_report_path(settings: Settings, pipeline: str) -> Path:
     """A copy of the newest reconciliation page of a pipeline, at a stable address."""
     return settings.reports_dir / "reconciliation" / f"{pipeline}-latest.html"

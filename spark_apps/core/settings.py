@@ -51,6 +51,7 @@ class Settings:
     run_dir: Path = _under_home("run")
     alerts_outbox: Path = _under_home("alerts/outbox.jsonl")
     alerts_incidents: Path = _under_home("alerts/incidents.json")
+    browser: str = "chromium"
     airflow_home: Path = _under_home("airflow")
     dbt_target_dir: Path = _under_home("dbt/target")
     dbt_log_dir: Path = _under_home("dbt/logs")
@@ -386,6 +387,7 @@ FIELD_DOCS: dict[str, str] = {
     "run_dir": "Pid files, heartbeats and the supervisor's state.",
     "alerts_outbox": "Alerts raised without Spark, until the next Spark command records them in audit.alerts.",
     "alerts_incidents": "The incidents open now, by dedup key: what a condition that clears resolves.",
+    "browser": "The headless browser that checks pages and takes `kappa report --screenshot` (Debian's chromium).",
     "airflow_home": "Airflow's home: SQLite metadata database, logs, the generated admin password.",
     "dbt_target_dir": "dbt's artifacts, a folder per pipeline: run_results.json, compiled SQL, the docs site.",
     "dbt_log_dir": "dbt's log, a folder per pipeline.",

@@ -27,6 +27,7 @@ class Commit:
     operation: str = ""
     user_metadata: str | None = None
     metrics: dict[str, str] = field(default_factory=dict)
+    timestamp_ms: int | None = None  # when the writer committed it
 
     @property
     def meta(self) -> dict:
@@ -83,7 +84,8 @@ def read_commit(table: Path, version: int) -> Commit:
             if "commitInfo" in action:
                 info = action["commitInfo"]
                 return Commit(version, info.get("operation") or "", info.get("userMetadata"),
-                              {str(k): str(v) for k, v in (info.get("operationMetrics") or {}).items()})
+                              {str(k): str(v) for k, v in (info.get("operationMetrics") or {}).items()},
+                              info.get("timestamp"))
     return Commit(version)
 
 

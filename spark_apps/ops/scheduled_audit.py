@@ -20,8 +20,10 @@ then, read once, in :func:`due_at`.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from spark_apps.audit import ledger
 from spark_apps.audit.reconciliation import Reconciliation, reconcile_or_reuse
@@ -30,6 +32,8 @@ from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state
 from spark_apps.serving.state import LAMBDA, Decision
 from spark_apps.target.resolution import Target
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class ScheduledReconciliation:
     reconciliation: Reconciliation | None
     due: Due | None = None
     decisions: tuple[Decision, ...] = ()
+    overview: Path | None = None  # the pipeline's overview page, with this run in it
 
     @property
     def skipped(self) -> bool:
@@ -59,7 +64,8 @@ class ScheduledReconciliation:
         serving was advanced, each gold table's decision (as ``kappa serving advance --json`` writes them)."""
         if self.reconciliation is None:
             return {"skipped": True, "reason": self.due.reason if self.due else ""}
-        return {**self.reconciliation.as_json(), "decisions": [d.as_json() for d in self.decisions]}
+        return {**self.reconciliation.as_json(), "decisions": [d.as_json() for d in self.decisions],
+                "overview": str(self.overview or "")}
 
 
 # ---- pure ------------------------------------------------------------------------------------------------------
@@ -108,4 +114,17 @@ def reconcile(spark, settings: Settings, target: Target, *, run_id: str | None =
     reconciliation = reconcile_or_reuse(spark, settings, pipeline, generation, run_id=run_id, table=table,
                                         version=version, only=only, as_of=as_of, kind=kind)
     decisions = tuple(state.advance(spark, settings, pipeline, reconciliation.run_id)) if serve else ()
-    return ScheduledReconciliation(pipeline.name, reconciliation, due, decisions)
+    return ScheduledReconciliation(pipeline.name, reconciliation, due, decisions, _overview(spark, settings, target))
+
+
+def _overview(spark, settings: Settings, target: Target) -> Path | None:
+    """The pipeline's overview, rewritten with this run in it; a page that cannot be written is logged, not raised:
+    the verdict and the serving decision stand without it."""
+    from spark_apps.ops.overview import write_overview
+
+    try:
+        return write_overview(spark, settings, target)
+    except Exception as exc:  # noqa: BLE001 - the page is a view of what is recorded, never part of the verdict
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        log.error("the overview of %s was not written: %s", target.pipeline.name, reason)
+        return None

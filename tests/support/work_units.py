@@ -10,6 +10,7 @@ SHARED_STREAM = "the shared restarted stream"
 SHARED_STREAM_MODULES = frozenset({
     "tests/integration/stream/test_stream.py",
     "tests/integration/audit/test_reconcile.py",
+    "tests/integration/ops/test_overview.py",
     "tests/integration/ops/test_status_command.py",
     "tests/integration/serving/test_dbt.py",
 })

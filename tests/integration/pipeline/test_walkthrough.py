@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from spark_apps.core.settings import PROJECT_ROOT
+from tests.support.pages import drawn, plots
 from tests.support.topics import delete_topics, list_topics
 
 pytestmark = pytest.mark.integration
@@ -121,6 +122,10 @@ def test_following_the_walkthrough_literally_reconciles_a_users_csv_exactly(
     verdicts = [line for line in reconciled.splitlines() if " MATCH" in line or "MISMATCH" in line]
     assert verdicts and not any("MISMATCH" in line for line in verdicts), reconciled
     assert any("gold.readings_device_daily" in line for line in verdicts), reconciled
+    overview = Path(next(line for line in reconciled.splitlines() if line.startswith("overview: ")).split(": ", 1)[1])
+    shown = plots(overview, local.browser)
+    assert shown.errors == [], shown.errors
+    assert {"verdicts", "rows", "audits", "latency", "lag", "serving"} <= drawn(shown), shown.probe
     assert "readings" in outputs[-1], outputs[-1]
 
     gold = spark.table("gold.readings_device_daily")
