@@ -475,6 +475,14 @@ def _json_output(text: str) -> str:
     return str(path)
 
 
+def _explain(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.audit.explain import explain
+
+    spark, target = _resolved(args, settings, "explain")
+    print("\n".join(explain(spark, settings, target, args.table, args.key, args.run_id).lines()))
+    return 0
+
+
 def _report(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.ops.overview import write_overview
 
@@ -818,6 +826,15 @@ def build_parser() -> argparse.ArgumentParser:
                                  "DAG passes its own)")
     replay_cmd.add_argument("--json", type=_json_output, help="also write the outcome as JSON to this file")
     replay_cmd.set_defaults(handler=_replay)
+
+    explain = commands.add_parser("explain", help="trace one gold key: both sides' rows, the log records that feed it, "
+                                                  "the micro-batch that last wrote it")
+    explain.add_argument("--pipeline", help="pipeline name or module:attribute (default: settings pipeline)")
+    explain.add_argument("--table", required=True, help="the gold table, e.g. gold.order_status")
+    explain.add_argument("--key", action="append", required=True, metavar="COLUMN=VALUE",
+                         help="one per primary key column, e.g. --key order_id=o-17")
+    explain.add_argument("--run-id", help="the reconciliation to explain (default: the newest of the table)")
+    explain.set_defaults(handler=_explain)
 
     report = commands.add_parser("report", help="write a pipeline's overview page: verdicts, audits, lag and latency, "
                                                 "serving modes and incidents over time")

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 from spark_apps.audit.diff import KINDS, WINDOW_COLUMN
+from spark_apps.audit.explain import explain_command
 from spark_apps.audit.verdict import AuditRun, TableVerdict
 from spark_apps.core.html import escape, link, mark, page
 from spark_apps.core.paths import dbt_docs_index, latest_report_path, overview_path, report_path
@@ -36,13 +37,17 @@ def bucket_strip(verdict: TableVerdict, width: int = 900, height: int = 28) -> s
             f"<p>{axis}; {differing} differ</p>")
 
 
-def _samples(verdict: TableVerdict) -> str:
+def _samples(pipeline: str, verdict: TableVerdict) -> str:
+    """Each sample key with both sides' rows and, for a gold table, the command that traces it to the log."""
     parts = []
+    gold = verdict.table.label.startswith("gold.")
     for kind in KINDS:
         for sample in verdict.diff.samples.get(kind, []):
+            command = explain_command(pipeline, verdict.table.label, sample["key"])
+            trace = f'<p class="note">trace it: <code>{escape(command)}</code></p>' if gold else ""
             parts.append(f"<h4>{escape(kind)}: {escape(sample['key'])}</h4>"
                          f"<pre>stream: {escape(chr(10).join(sample['stream']))}"
-                         f"\nbatch:  {escape(chr(10).join(sample['batch']))}</pre>")
+                         f"\nbatch:  {escape(chr(10).join(sample['batch']))}</pre>{trace}")
     return "".join(parts)
 
 
@@ -68,7 +73,7 @@ def render(run: AuditRun, dbt_docs: Path | None = None, overview: Path | None = 
         + "<ul>" + "".join(f'<li>{mark(e.success, "pass", "FAIL")} {escape(e.description)} {escape(e.observed)}'
                            + (f"<br>e.g. {escape(' | '.join(e.samples))}" if e.samples else "") + "</li>"
                            for e in v.gx.expectations) + "</ul>"
-        + _samples(v)
+        + _samples(run.pipeline, v)
         for v in run.verdicts)
     return page(f"Reconciliation {run.run_id}", f"""
 <h1>Reconciliation of {escape(run.pipeline)}: {mark(run.success, "EXACT MATCH", "FAILED")}</h1>

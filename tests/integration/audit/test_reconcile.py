@@ -207,6 +207,28 @@ def test_each_kind_of_corruption_fails_reconciliation_is_classified_and_exits_no
     report = (job.settings.reports_dir / "reconciliation" / "marketplace-latest.html").read_text()
     assert run_id in report and all(f"<h4>{kind}:" in report for kind in KINDS), "samples of each kind"
 
+    # The changed order, traced from the verdict to the log: both rows, its records, the batch, the outside write.
+    order = read_stream_table(spark, job.settings, job.tables.gold("order_status")).where("paid_cents > 0") \
+        .orderBy("order_id").first().order_id
+    assert f"kappa explain --pipeline marketplace --table gold.order_status --key order_id={order}" in report
+    assert main(["explain", "--table", "gold.order_status", "--key", f"order_id={order}"]) == 0
+    explained = capsys.readouterr().out.splitlines()
+    assert explained[0].startswith(f"gold.order_status order_id={order}: reconciliation {run_id} compared")
+    paid = next(line for line in explained if line.startswith("paid_cents"))
+    assert paid.endswith("<- differs") and int(paid.split()[1]) == int(paid.split()[2]) + 1, paid
+    bronze = read_stream_table(spark, job.settings, job.tables.bronze, version=before)
+    records = {(r.partition, r.offset) for r in bronze.where(f"order_id = '{order}' AND dead_letter_reason IS NULL")
+               .collect()}
+    listed = {(int(line.split()[2]), int(line.split()[3])) for line in explained if line.startswith("  both ")}
+    assert records and listed == records, (records, explained)
+    store = spark.read.format("delta").option("versionAsOf", before).load(job.store)
+    wrote = store.where(f"_kind = 'gold.order_status' AND order_status__order_id = '{order}'") \
+        .agg({"_batch_id": "max"}).first()[0]
+    last = next(line for line in explained if line.startswith("last written by"))
+    assert last.startswith(f"last written by the stream's batch {wrote} (app {job.app_id}, store version "), last
+    assert next(line for line in explained if line.startswith("after it,")).startswith(
+        "after it, the store changed by writes that are not the stream's: version "), "the outside UPDATE is named"
+
 
 def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
         spark, restarted_stream, audited, monkeypatch):
