@@ -8,6 +8,7 @@ VAR := var
 VENV_STAMP := $(VENV)/.installed
 SPARK_JARS_STAMP := $(VAR)/jars/spark/.fetched
 KAFKA_JARS_STAMP := $(VAR)/jars/kafka/.fetched
+OBJECT_STORE_JARS_STAMP := $(VAR)/jars/objectstore/.fetched
 CATALOG_JARS_STAMP := $(VAR)/jars/catalog/.fetched
 CLASS_ARCHIVE := $(VAR)/jars/spark-classes.jsa
 MVN := mvn -q -B -s infra/maven-settings.xml
@@ -57,10 +58,10 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	@touch $@
 
-jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP) $(CATALOG_JARS_STAMP) $(CLASS_ARCHIVE)
+jars: $(SPARK_JARS_STAMP) $(KAFKA_JARS_STAMP) $(CATALOG_JARS_STAMP) $(OBJECT_STORE_JARS_STAMP) $(CLASS_ARCHIVE)
 
 $(SPARK_JARS_STAMP): infra/spark/pom.xml infra/maven-settings.xml | tools
-	@echo "fetching Spark jars (Delta, Kafka connector) from Maven Central"
+	@echo "fetching Spark jars (Delta, Kafka connector, S3A) from Maven Central"
 	@rm -rf $(VAR)/jars/spark
 	@$(MVN) -f infra/spark/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/spark
 	@touch $@
@@ -69,6 +70,12 @@ $(KAFKA_JARS_STAMP): infra/kafka/pom.xml infra/maven-settings.xml | tools
 	@echo "fetching the Apache Kafka broker jars from Maven Central"
 	@rm -rf $(VAR)/jars/kafka
 	@$(MVN) -f infra/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/kafka
+	@touch $@
+
+$(OBJECT_STORE_JARS_STAMP): infra/objectstore/pom.xml infra/maven-settings.xml | tools
+	@echo "fetching the S3-compatible server (S3Proxy) from Maven Central"
+	@rm -rf $(VAR)/jars/objectstore
+	@$(MVN) -f infra/objectstore/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(VAR)/jars/objectstore
 	@touch $@
 
 $(CATALOG_JARS_STAMP): infra/catalog/pom.xml infra/maven-settings.xml | tools

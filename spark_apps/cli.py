@@ -54,6 +54,29 @@ def _broker(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _s3(args: argparse.Namespace, settings: Settings) -> int:
+    from spark_apps.services.object_store import ObjectStoreServer
+
+    server = ObjectStoreServer(settings)
+    if args.action == "start":
+        server.start()
+        print(f"S3-compatible server running on {server.endpoint} (pid {server.pid()}, buckets in "
+              f"{server.paths.buckets_dir}); point s3a:// paths at it with KAPPA_S3_ENDPOINT={server.endpoint}")
+    elif args.action == "stop":
+        print("S3-compatible server stopped" if server.stop() else "S3-compatible server was not running")
+    elif args.action == "create-bucket":
+        if not args.bucket:
+            raise PlatformError("create-bucket needs the bucket's name")
+        server.create_bucket(args.bucket)
+        print(f"bucket {args.bucket} ready at {server.endpoint}")
+    elif server.pid():
+        print(f"S3-compatible server running on {server.endpoint} (pid {server.pid()})")
+    else:
+        print(f"S3-compatible server is not running on {server.endpoint}")
+        return EXIT_FAILED
+    return 0
+
+
 def _catalog(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.services.catalog_server import CatalogServer
 
@@ -709,6 +732,12 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_argument("--pipeline", help="sync: the pipeline whose serving views to point again (default: settings "
                                             "pipeline)")
     catalog.set_defaults(handler=_catalog)
+
+    s3 = commands.add_parser("s3", help="start, stop or check the embedded S3-compatible server (S3Proxy) for s3a:// "
+                                        "paths; create-bucket NAME makes a bucket")
+    s3.add_argument("action", choices=("start", "stop", "status", "create-bucket"))
+    s3.add_argument("bucket", nargs="?", help="create-bucket: the bucket's name")
+    s3.set_defaults(handler=_s3)
 
     sql = commands.add_parser(
         "sql", help="start, stop or check the SQL endpoint (Spark Thrift Server, JDBC/ODBC) over the catalog; "

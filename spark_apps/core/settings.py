@@ -42,6 +42,7 @@ class Settings:
     spark_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "spark"
     kafka_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "kafka"
     catalog_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "catalog"
+    s3_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "objectstore"
     spark_class_archive: Path = PROJECT_ROOT / "var" / "jars" / "spark-classes.jsa"
     kafka_data_dir: Path = _under_home("kafka")
     catalog_dir: Path = _under_home("catalog")
@@ -78,6 +79,13 @@ class Settings:
     catalog_host: str = "127.0.0.1"
     catalog_port: int = 1527
     catalog_start_timeout_s: float = 60.0
+    s3_endpoint: str = ""
+    s3_access_key: str = "kappa"
+    s3_secret_key: Secret = Secret()
+    s3_host: str = "127.0.0.1"
+    s3_port: int = 9878
+    s3_dir: Path = _under_home("s3")
+    s3_start_timeout_s: float = 60.0
     # The SQL endpoint (Spark's Thrift Server, HiveServer2 protocol) of `make sql` / `kappa sql start`.
     sql_host: str = "127.0.0.1"
     sql_port: int = 10000
@@ -189,7 +197,7 @@ class Settings:
                 raise SettingsError(f"{_env_name(name)}={host} would listen beyond this machine; use a loopback "
                                     "address, or set KAPPA_ALLOW_REMOTE=true to mean it")
         for name in ("kafka_port", "kafka_controller_port", "airflow_port", "airflow_log_server_port", "catalog_port",
-                     "sql_port"):
+                     "s3_port", "sql_port"):
             port = getattr(self, name)
             if not 1 <= port <= 65535:
                 raise SettingsError(f"{_env_name(name)} must be a TCP port (1-65535), got {port}")
@@ -203,8 +211,8 @@ class Settings:
                      "kappa_audit_every_s", "full_audit_every_s", "task_retry_delay_s", "task_timeout_s"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
-        for name in ("kafka_start_timeout_s", "catalog_start_timeout_s", "sql_start_timeout_s", "trigger_interval_s",
-                     "alert_timeout_s"):
+        for name in ("kafka_start_timeout_s", "catalog_start_timeout_s", "sql_start_timeout_s", "s3_start_timeout_s",
+                     "trigger_interval_s", "alert_timeout_s"):
             seconds = getattr(self, name)
             if not (math.isfinite(seconds) and seconds > 0):
                 raise SettingsError(f"{_env_name(name)} must be a finite number of seconds above 0, got {seconds}")
@@ -366,7 +374,8 @@ def _coerce(name: str, raw: str, type_hint: Any) -> Any:
 LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host", "catalog_host", "sql_host")
 
 # Fields whose value is a credential: docs/settings.md names their variable and never their value.
-SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "alert_pagerduty_routing_key"})
+SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "alert_pagerduty_routing_key",
+                           "s3_secret_key"})
 
 # One line per field, rendered into docs/settings.md by ``spark_apps.core.settings_reference`` (run `make docs`).
 # Documentation only: nothing here changes a default or how a value is read.
@@ -378,9 +387,11 @@ FIELD_DOCS: dict[str, str] = {
     "kafka_jars_dir": "Apache Kafka's broker jars for the embedded broker, fetched by Maven (make jars).",
     "kafka_data_dir": "The embedded broker's data, logs and pid file.",
     "catalog_jars_dir": "Derby's network server and client driver for the catalog, fetched by Maven (make jars).",
+    "s3_jars_dir": "The S3-compatible server the project starts (S3Proxy), fetched by Maven (make jars).",
     "spark_class_archive": "The Spark driver's class-data-sharing archive (make jars builds it); a driver maps it "
                            "to start faster, and starts as before without it.",
     "catalog_dir": "The catalog database (Hive metastore on Derby), its server's log and pid file.",
+    "s3_dir": "The embedded S3-compatible server (S3Proxy): its buckets, log, pid file and generated credentials.",
     "log_dir": "Logs of processes the platform starts (the supervised stream, Airflow).",
     "reports_dir": "HTML reconciliation reports (`reconciliation/<pipeline>-<run id>.html`, `<pipeline>-latest.html`).",
     "gx_dir": "The Great Expectations project: suites, validation results, Data Docs.",
@@ -403,6 +414,12 @@ FIELD_DOCS: dict[str, str] = {
     "catalog_host": "Host the catalog database server listens on.",
     "catalog_port": "Port of the catalog database server (Derby network protocol).",
     "catalog_start_timeout_s": "Seconds to wait for the catalog database server to accept connections.",
+    "s3_endpoint": "An S3-compatible endpoint (http://host:port) for s3a:// paths; empty: s3a:// is not configured.",
+    "s3_access_key": "The access key id for the S3 endpoint (the embedded server's identity).",
+    "s3_secret_key": "The secret key for the S3 endpoint; empty: the one the embedded server generated (KAPPA_S3_DIR).",
+    "s3_host": "Host the embedded S3-compatible server listens on.",
+    "s3_port": "Port of the embedded S3-compatible server.",
+    "s3_start_timeout_s": "Seconds to wait for the embedded S3-compatible server to answer.",
     "sql_host": "Host the SQL endpoint (Spark Thrift Server) listens on.",
     "sql_port": "Port of the SQL endpoint: `jdbc:hive2://<sql_host>:<sql_port>/default`.",
     "sql_start_timeout_s": "Seconds to wait for the SQL endpoint to accept connections.",

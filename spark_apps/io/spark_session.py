@@ -123,6 +123,7 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         **catalog_conf(settings),
+        **object_store_conf(settings),
         "spark.sql.warehouse.dir": str(settings.warehouse_dir),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
@@ -153,6 +154,20 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         # errors name their table and step themselves.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
     }
+
+
+def object_store_conf(settings: Settings) -> dict[str, str]:
+    """Hadoop's S3A settings for ``s3a://`` paths at ``KAPPA_S3_ENDPOINT``: path-style requests (an S3-compatible
+    server has no bucket subdomains), its keys, TLS as its scheme says. None when no endpoint is set."""
+    from spark_apps.services.object_store import secret_key
+
+    endpoint = settings.s3_endpoint
+    if not endpoint:
+        return {}
+    return {f"spark.hadoop.fs.s3a.{key}": value for key, value in {
+        "endpoint": endpoint, "endpoint.region": "us-east-1", "path.style.access": "true",
+        "connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
+        "access.key": settings.s3_access_key, "secret.key": secret_key(settings)}.items()}
 
 
 def spark_log(settings: Settings) -> Path:
