@@ -50,8 +50,10 @@ def view(page: Path, probe: str, binary: str = "chromium", screenshot: Path | No
              f"--window-size={width},900", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            with _DevTools(_endpoint(Path(profile), process)) as tools:
-                return tools.view(page.resolve(), probe, screenshot, width)
+            from websockets.sync.client import connect
+
+            with connect(_endpoint(Path(profile), process), max_size=None, open_timeout=START_TIMEOUT_S) as socket:
+                return _DevTools(socket).view(page.resolve(), probe, screenshot, width)
         finally:
             os.killpg(process.pid, signal.SIGKILL)  # the browser and its renderer processes
             process.wait()
@@ -74,20 +76,12 @@ def _endpoint(profile: Path, process: subprocess.Popen) -> str:
 class _DevTools:
     """One DevTools connection: commands to one page (a flat session), events gathered while waiting."""
 
-    def __init__(self, endpoint: str) -> None:
-        from websockets.sync.client import connect
-
-        self.socket = connect(endpoint, max_size=None, open_timeout=START_TIMEOUT_S)
+    def __init__(self, socket) -> None:
+        self.socket = socket
         self.ids = itertools.count(1)
         self.session: str | None = None
         self.errors: list[str] = []
         self.loaded = False
-
-    def __enter__(self) -> _DevTools:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.socket.close()
 
     def view(self, page: Path, probe: str, screenshot: Path | None, width: int) -> PageView:
         target = self.call("Target.createTarget", url="about:blank")["targetId"]
