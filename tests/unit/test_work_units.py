@@ -24,3 +24,12 @@ def test_a_test_runs_in_its_modules_unit_and_every_listed_heavy_unit_exists():
     assert work_unit("tests/integration/audit/test_reconcile.py::test_x[a::b]") == SHARED_STREAM
     assert work_unit("tests/unit/io/test_producer_files.py::test_y") == "tests/unit/io/test_producer_files.py"
     assert all((PROJECT_ROOT / unit).is_file() for unit in HEAVIEST_FIRST if unit != SHARED_STREAM)
+
+
+def test_no_two_test_modules_share_a_file_name():
+    """pytest imports test modules by their file name (the test folders are no packages): a second module of the
+    same name is refused at collection, in whichever run collects both."""
+    names: dict[str, list[str]] = {}
+    for path in (PROJECT_ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(PROJECT_ROOT)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}

@@ -326,7 +326,8 @@ def test_the_real_scheduler_and_executor_run_the_reconcile_dag_and_airflow_liste
         assert run_id.startswith("scheduled__") and state == "success", \
             airflow_standalone.log_file(on_call).read_text()[-4000:]
         late = wait_for(lambda: [body for body in webhook.bodies("/hook") if body["dedup_key"] == "deadline:"
-                                 "kappa_marketplace_reconcile" and body["details"]["run_id"] == run_id],
+                                 "kappa_marketplace_reconcile" and body["action"] == "trigger"
+                                 and body["details"]["run_id"] == run_id],
                         "the triggerer to page the missed deadline", 120)
         assert late[0]["severity"] == "critical" and late[0]["runbook"].endswith("#audit-late")
         # The run finished, late: the DAG's success callback (run by the DAG processor) closes the incident.
