@@ -37,7 +37,7 @@ from spark_apps.audit.verdict import AuditRun, ContractCheck, TableVerdict
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.progress import phase_times
 from spark_apps.core.settings import Settings
-from spark_apps.io.catalog import table_path
+from spark_apps.io.catalog import read_version
 from spark_apps.io.parallel_writes import in_parallel
 from spark_apps.io.spark_session import INTERPRETED_MAX_RECORDS, execution_for
 from spark_apps.pipeline.declaration import Pipeline
@@ -127,7 +127,7 @@ def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapsho
         stream = read_stream_table(spark, settings, pipeline, table, versions, generation)
         if table.label == pipeline.tables().bronze:
             stream = bronze_equivalent(stream)
-        batch = _read(spark, settings, table.snapshot, snapshot.versions[table.snapshot])
+        batch = read_version(spark, settings, table.snapshot, snapshot.versions[table.snapshot])
         if scopes is not None:
             scope = scopes[table.label]
             stream, batch = incremental.restrict(stream, scope), incremental.restrict(batch, scope)
@@ -269,10 +269,6 @@ def summary_lines(run: AuditRun) -> list[str]:
     return lines
 
 
-def _read(spark, settings: Settings, table: str, version: int):
-    return spark.read.format("delta").option("versionAsOf", version).load(str(table_path(settings, table)))
-
-
 def _row_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, snapshot: Snapshot,
                versions: dict[str, int], scopes: dict[str, incremental.Scope] | None = None,
                counted: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], int]:
@@ -287,11 +283,11 @@ def _row_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, 
         return read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
 
     def batch_rows(name: str) -> int:
-        return _read(spark, settings, tables[name].snapshot, snapshot.versions[tables[name].snapshot]).count()
+        return read_version(spark, settings, tables[name].snapshot, snapshot.versions[tables[name].snapshot]).count()
 
     def tallied(side: str):
         frame = read_stream_table(spark, settings, pipeline, bronze, versions, generation) if side == "stream" \
-            else _read(spark, settings, bronze.snapshot, snapshot.versions[bronze.snapshot])
+            else read_version(spark, settings, bronze.snapshot, snapshot.versions[bronze.snapshot])
         return {(side, name): int(value) for name, value in record_counts(frame).first().asDict().items()}
 
     work = {("tally", side): functools.partial(tallied, side) for side in ("stream", "batch")}

@@ -19,7 +19,7 @@ from spark_apps.audit import ledger
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
-from spark_apps.io.catalog import read_if_present, table_path
+from spark_apps.io.catalog import read_if_present, read_version, table_path
 from spark_apps.io.stream_store import read_view
 from spark_apps.target.resolution import Target
 from spark_apps.transforms.store import COMPACTION
@@ -106,12 +106,12 @@ def explain(spark, settings: Settings, target: Target, table: str, given_key: li
     stream = read_view(spark, settings, pipeline, names.gold(gold.name), found.stream_version, target.generation)
     found.stream_rows = _rows(_where_key(stream, key))
     if found.snapshot_version is not None:
-        found.batch_rows = _rows(_where_key(_snapshot(spark, settings, found.snapshot_table,
-                                                      found.snapshot_version), key))
+        batch = read_version(spark, settings, found.snapshot_table, found.snapshot_version)
+        found.batch_rows = _rows(_where_key(batch, key))
     stream_bronze = read_view(spark, settings, pipeline, names.bronze, found.stream_version, target.generation)
     found.stream_events = _feeding(stream_bronze, gold, key, pipeline, settings)
     if bronze is not None and bronze["snapshot_version"] is not None:
-        batch_bronze = _snapshot(spark, settings, bronze["snapshot_table"], bronze["snapshot_version"])
+        batch_bronze = read_version(spark, settings, bronze["snapshot_table"], bronze["snapshot_version"])
         found.batch_events = _feeding(batch_bronze, gold, key, pipeline, settings)
     found.last_write = _last_write(spark, settings, target, gold.name, key, row)
     found.outside_writes = outside_writes(
@@ -140,10 +140,6 @@ def _ledger_rows(spark, settings: Settings, target: Target, table: str, run_id: 
     bronze = rows.where((F.col("run_id") == row["run_id"]) & (F.col("table") == target.pipeline.tables().bronze)) \
         .first()
     return row, bronze
-
-
-def _snapshot(spark, settings: Settings, table: str, version: int):
-    return spark.read.format("delta").option("versionAsOf", version).load(str(table_path(settings, table)))
 
 
 def _where_key(frame, key: Mapping[str, str]):
@@ -197,7 +193,7 @@ def _last_write(spark, settings: Settings, target: Target, name: str, key: Mappi
     from spark_apps.transforms.store import KIND, gold_column, gold_kind
 
     store = table_path(settings, target.tables.store)
-    rows = spark.read.format("delta").option("versionAsOf", int(row["stream_version"])).load(str(store))
+    rows = read_version(spark, settings, target.tables.store, row["stream_version"])
     renamed = rows.where(F.col(KIND) == gold_kind(name)).select(
         F.col(BATCH).alias("batch_id"), *[F.col(gold_column(name, c)).alias(c) for c in key])
     batch = _where_key(renamed, key).agg(F.max("batch_id")).first()[0]

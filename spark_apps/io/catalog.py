@@ -44,6 +44,11 @@ def read_if_present(spark, settings: Settings, table: str):
     return spark.read.format("delta").load(str(path))
 
 
+def read_version(spark, settings: Settings, table: str, version: int):
+    """The Delta table ``schema.name`` as it was at ``version``."""
+    return spark.read.format("delta").option("versionAsOf", int(version)).load(str(table_path(settings, table)))
+
+
 def register_warehouse_tables(spark, settings: Settings) -> list[str]:
     """Make every Delta table under the warehouse visible by ``schema.name``; return their names."""
     found = []
