@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from spark_apps.alerts.alert import Alert
+from spark_apps.core.paths import write_json_whole
 from spark_apps.io.fencing import file_lock
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,7 @@ def note(path: Path, alert: Alert) -> None:
             incidents[alert.dedup_key] = {
                 "severity": alert.severity, "summary": alert.summary, "source": alert.source, "table": alert.table,
                 "runbook": alert.runbook, "raised_at": alert.raised_at.isoformat()}
-        written = path.with_name(path.name + ".tmp")
-        written.write_text(json.dumps(incidents, sort_keys=True, indent=1), encoding="utf-8")
-        os.replace(written, path)
+        write_json_whole(path, incidents)
 
 
 def cleared(open_keys: Iterable[str], prefix: str, still: Iterable[str]) -> list[str]:

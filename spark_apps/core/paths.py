@@ -25,15 +25,16 @@ def forget_ending(heartbeat: Path) -> None:
     except (OSError, ValueError):
         return
     if isinstance(beat, dict) and beat.get("ended"):
-        write_heartbeat_file(heartbeat, {**beat, "ended": None})
+        write_json_whole(heartbeat, {**beat, "ended": None})
 
 
-def write_heartbeat_file(heartbeat: Path, payload: dict) -> None:
-    """Write a heartbeat whole or not at all: the supervisor reads it at any moment."""
-    heartbeat.parent.mkdir(parents=True, exist_ok=True)
-    fresh = heartbeat.with_suffix(".tmp")
+def write_json_whole(path: Path, payload: dict) -> None:
+    """Write a JSON file whole or not at all, for files another process reads at any moment (a heartbeat the
+    supervisor reads, the open incidents every alerting process reads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = path.with_suffix(".tmp")
     fresh.write_text(json.dumps(payload, indent=2, default=str))
-    fresh.replace(heartbeat)
+    fresh.replace(path)
 
 
 def checkpoint_path(settings: Settings, pipeline: str, table_prefix: str = "", generation: str = "") -> Path:

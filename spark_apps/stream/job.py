@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.paths import forget_ending, write_heartbeat_file
+from spark_apps.core.paths import forget_ending, write_json_whole
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut, stream_store
@@ -476,7 +476,7 @@ def write_heartbeat(path: Path, query, stats: list[MicroBatchStats], topic: str,
                    "dead_letters": sum(s.dead_letters for s in recent),
                    "future_events": sum(s.future_events for s in recent)},
     }
-    write_heartbeat_file(path, payload)
+    write_json_whole(path, payload)
 
 
 def _offsets(reported) -> dict[str, dict[str, int]] | None:

@@ -10,7 +10,7 @@ from spark_apps.alerts import dispatch
 from spark_apps.alerts.alert import Alert
 from spark_apps.cli import main
 from spark_apps.core.errors import BrokerError
-from spark_apps.core.paths import heartbeat_path, write_heartbeat_file
+from spark_apps.core.paths import heartbeat_path, write_json_whole
 from spark_apps.core.settings import Settings
 from spark_apps.io.topics import LogState
 from spark_apps.ops import supervisor
@@ -97,7 +97,7 @@ def test_a_stream_whose_last_run_ended_caught_up_as_asked_is_stopped_healthy_and
 
 def test_a_run_that_dies_before_its_first_beat_is_down_not_stopped(settings, target, monkeypatch):
     path = heartbeat_path(settings, target.name)
-    write_heartbeat_file(path, {**beat({0: 100}, age_s=300, active=False), "ended": "caught_up"})
+    write_json_whole(path, {**beat({0: 100}, age_s=300, active=False), "ended": "caught_up"})
     monkeypatch.setattr(supervisor.subprocess, "Popen", lambda *args, **kwargs: type("Started", (), {"pid": 4242}))
     supervisor.start_stream(settings, target)
     assert json.loads(path.read_text())["ended"] is None
