@@ -20,7 +20,7 @@ from pathlib import Path
 
 from spark_apps.alerts.dispatch import ALERTS_TABLE, record_pending
 from spark_apps.audit.ledger import LEDGER_TABLE
-from spark_apps.core.html import escape, link, page
+from spark_apps.core.html import BAD, COLOURS, GOOD, escape, link, page
 from spark_apps.core.paths import latest_report_path, overview_path
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
@@ -33,7 +33,7 @@ RUNS_SHOWN = 200  # the newest reconciliations on the page
 BATCHES_SHOWN = 300  # the newest micro-batches
 INCIDENTS_SHOWN = 100
 BUCKET_MS = 100  # the log append times of a batch's records, to this precision
-GOOD, BAD, OPEN = "#17803d", "#b42318", "#d97706"
+BLUE, OPEN, PURPLE = COLOURS[0], COLOURS[1], COLOURS[3]  # the HTML kit's palette, as on every page
 
 
 @dataclass(frozen=True)
@@ -345,7 +345,7 @@ def _audit_plot(verdicts: list[Verdict]) -> str | None:
         return None
 
     def draw(axes) -> None:
-        for kind, colour in (("full", "#1f6feb"), ("incremental", "#8250df")):
+        for kind, colour in (("full", BLUE), ("incremental", PURPLE)):
             chosen = [v for v in runs.values() if v.kind == kind]
             if chosen:
                 axes.scatter([v.started_at for v in chosen],
@@ -362,7 +362,7 @@ def _latency_plot(batches: list[Batch]) -> str | None:
     def draw(axes) -> None:
         times = [b.committed_at for b in batches]
         axes.plot(times, [b.latency_max_s for b in batches], marker=".", color=BAD, label="longest wait")
-        axes.plot(times, [b.latency_p50_s for b in batches], marker=".", color="#1f6feb", label="median wait")
+        axes.plot(times, [b.latency_p50_s for b in batches], marker=".", color=BLUE, label="median wait")
         axes.set_ylabel("seconds")
         axes.set_ylim(bottom=0)
     return _svg(draw)
@@ -389,12 +389,12 @@ def _serving_plot(switches: list[Switch], now: dt.datetime) -> str | None:
             mine = [s for s in switches if s.table == table]
             for decision, following in zip(mine, [*mine[1:], None], strict=True):
                 end = following.decided_at if following else now
-                colour = GOOD if decision.mode == KAPPA else "#1f6feb"
+                colour = GOOD if decision.mode == KAPPA else BLUE
                 axes.broken_barh([(decision.decided_at, end - decision.decided_at)], (row - 0.35, 0.7),
                                  color=colour)
         axes.set_yticks(range(len(tables)), tables)
         axes.scatter([], [], marker="s", c=GOOD, label="stream (kappa)")
-        axes.scatter([], [], marker="s", c="#1f6feb", label="batch (lambda)")
+        axes.scatter([], [], marker="s", c=BLUE, label="batch (lambda)")
     return _svg(draw)
 
 
