@@ -32,7 +32,7 @@ def code_version(own_files: Iterable[Path] = ()) -> str:
 
 def same_code(one: str, other: str) -> bool:
     """Whether two recorded versions name the same code: their content hashes agree (an unknown one never does)."""
-    return bool(one) and bool(other) and one.split()[0] == other.split()[0]
+    return bool(one) and bool(other) and content_of(one) == content_of(other)
 
 
 def content_of(version: str) -> str:
