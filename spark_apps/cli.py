@@ -323,7 +323,7 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
               for p in (load_pipeline(spec) for spec in sorted({*registered_pipelines(), settings.pipeline}))
               if args.table in p.stream_table_names(generation)]
     path = existing_table_path(settings, stores[0] if stores else args.table)
-    print(f"{args.table} {position_at(str(path), args.version).describe()}")
+    print(f"{args.table} {position_at(path, args.version).describe()}")
     return 0
 
 

@@ -90,7 +90,7 @@ def run_demo(settings: Settings) -> int:
         _compare_with_manifest(spark, tables, result.manifest)
 
     _step("offset lineage: the log prefix the store's newest version reflects (every stream table is a view of it)")
-    print(f"{tables.store}: {position_at(str(table_path(settings, tables.store))).describe()}")
+    print(f"{tables.store}: {position_at(table_path(settings, tables.store)).describe()}")
     spark.table(tables.gold(pipeline.gold_tables[0].name)).orderBy("net_cents", ascending=False).show(5)
 
     _step("Lambda audit: recompute every table from Kafka [start, O) (a rerun of the same code extends the last "

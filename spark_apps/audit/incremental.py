@@ -23,7 +23,6 @@ import datetime as dt
 import functools
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from spark_apps.audit import ledger
 from spark_apps.audit.recompute import (
@@ -316,8 +315,8 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         for gold in pipeline.gold_tables:
             label = labels.gold(gold.name)
             scopes[label] = Scope(gold.recompute_keys, affected[label])
-        for label, name in snapshots.items():
-            snapshot.versions[name] = (delta_log.latest_version(Path(path[label])) if new_records
+        for name in snapshots.values():
+            snapshot.versions[name] = (delta_log.latest_version(table_path(settings, name)) if new_records
                                        else base.snapshot_versions[name])
     log.info("incremental batch recompute %s: write %s", run_id, phase_times(writes))
     with timed(snapshot.seconds, "scope"):

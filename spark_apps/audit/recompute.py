@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from spark_apps.alerts.alert import Alert, runbook
 from spark_apps.alerts.dispatch import raise_alert, resolve
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
@@ -98,7 +98,7 @@ class Alignment:
     versions: dict[str, int]
 
 
-def version_for_batch(path: str, app_id: str, batch_id: int) -> int:
+def version_for_batch(path: Location, app_id: str, batch_id: int) -> int:
     """The newest version of the store that no later micro-batch of ``app_id`` has written: the version just
     before that app's commit of a later batch, or the newest version when there is none.
 
@@ -108,7 +108,7 @@ def version_for_batch(path: str, app_id: str, batch_id: int) -> int:
     each, no Spark job).
     """
     answer = None
-    for commit in delta_log.commits(Path(path)):
+    for commit in delta_log.commits(path):
         answer = commit.version if answer is None else answer
         meta = commit.meta
         if "batch_id" not in meta:
@@ -133,14 +133,14 @@ def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", t
                             "run `kappa stream` first")
     if table is not None:
         path = store if table in pipeline.stream_table_names(generation) else existing_table_path(settings, table)
-        anchor = position_at(str(path), version)
+        anchor = position_at(path, version)
     else:
         pinned = None if as_of is None else _version_at(spark, str(store), as_of)
         commits = read_view(spark, settings, pipeline, pipeline.tables(generation).commits, pinned, generation)
         last = commits.orderBy("batch_id", ascending=False).first()
         if last is None:
             raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
-        anchor = position_at(str(store), version_for_batch(str(store), last["app_id"], last["batch_id"]))
+        anchor = position_at(store, version_for_batch(store, last["app_id"], last["batch_id"]))
     return Alignment(position=anchor, versions=table_versions(settings, pipeline, anchor, generation))
 
 
@@ -161,7 +161,7 @@ def table_versions(settings: Settings, pipeline: Pipeline, position: StreamPosit
                    generation: str = "") -> dict[str, int]:
     """Per stream table, the version that reflects exactly the batch of ``position``: the store's, which every
     one of them is a view of."""
-    store = str(table_path(settings, pipeline.tables(generation).store))
+    store = table_path(settings, pipeline.tables(generation).store)
     version = version_for_batch(store, position.app_id, position.batch_id)
     return dict.fromkeys(pipeline.stream_table_names(generation), version)
 
@@ -275,11 +275,11 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
 
     def overwrite(table: StreamTable):
         def write(session) -> int:
-            path = str(table_path(settings, table.snapshot))
+            path = table_path(settings, table.snapshot)
             frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
-                .options(**MERGE_TARGET_PROPERTIES).save(path)
+                .options(**MERGE_TARGET_PROPERTIES).save(str(path))
             register_table(session, settings, table.snapshot)
-            return delta_log.latest_version(Path(path))
+            return delta_log.latest_version(path)
         return write
 
     # Every snapshot table comes from the frames above, none from another's write: they are written at once.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 
 
@@ -37,7 +38,7 @@ def write_json_whole(path: Path, payload: dict) -> None:
     fresh.replace(path)
 
 
-def checkpoint_path(settings: Settings, pipeline: str, table_prefix: str = "", generation: str = "") -> Path:
+def checkpoint_path(settings: Settings, pipeline: str, table_prefix: str = "", generation: str = "") -> Location:
     """The streaming query's checkpoint: one per pipeline, table prefix and replay generation."""
     suffix = f"__{generation}" if generation else ""
     return settings.checkpoint_root / f"{table_prefix}{pipeline}{suffix}"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from spark_apps.core.errors import SettingsError
+from spark_apps.core.object_path import ObjectPath, ObjectStoreAccess, is_uri, parse
 from spark_apps.core.secret import Secret
 
 ENV_PREFIX = "KAPPA_"
@@ -36,8 +37,9 @@ class Settings:
     """Everything an app needs to find its services, data and limits."""
 
     home: Path = PROJECT_ROOT / "var"
-    warehouse_dir: Path = _under_home("warehouse")
-    checkpoint_root: Path = _under_home("checkpoints")
+    # A local folder, or a folder on object storage (``s3a://bucket/warehouse``, reached at ``s3_endpoint``).
+    warehouse_dir: Path | ObjectPath = _under_home("warehouse")
+    checkpoint_root: Path | ObjectPath = _under_home("checkpoints")
     # The jars belong to the installation (`make jars` fetches them there), not to a home.
     spark_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "spark"
     kafka_jars_dir: Path = PROJECT_ROOT / "var" / "jars" / "kafka"
@@ -186,9 +188,26 @@ class Settings:
                 object.__setattr__(self, f.name, _absolute(getattr(self, f.name)))
             if f.name in SECRET_FIELDS and not isinstance(getattr(self, f.name), Secret):
                 object.__setattr__(self, f.name, Secret(str(getattr(self, f.name))))
+        for name in LOCATION_FIELDS:
+            object.__setattr__(self, name, self._location(name, getattr(self, name)))
         if not self.kafka_bootstrap_servers:
             object.__setattr__(self, "kafka_bootstrap_servers", f"{self.kafka_host}:{self.kafka_port}")
         self._validate()
+
+    def object_store_access(self) -> ObjectStoreAccess:
+        """The endpoint and keys every reader of an ``s3a://`` location uses."""
+        return ObjectStoreAccess(self.s3_endpoint, self.s3_access_key, self.s3_secret_key,
+                                 self.s3_dir / S3_CREDENTIALS_FILE)
+
+    def _location(self, name: str, value: Any) -> Path | ObjectPath:
+        """A location field's value: a local path, or an object-store folder bound to this endpoint and keys."""
+        text = str(value)
+        if isinstance(value, ObjectPath) or is_uri(text):
+            try:
+                return parse(text, self.object_store_access())
+            except SettingsError as exc:
+                raise SettingsError(f"{_env_name(name)}: {exc}") from None
+        return _absolute(Path(value).expanduser())
 
     def _validate(self) -> None:
         for name in LISTEN_HOST_FIELDS:
@@ -344,10 +363,10 @@ def _env_name(field_name: str) -> str:
 def _coerce(name: str, raw: str, type_hint: Any) -> Any:
     env = _env_name(name)
     text = raw.strip()
-    if type_hint is Path or type_hint == "Path":
+    if type_hint is Path or type_hint == "Path" or name in LOCATION_FIELDS:
         if not text:
             raise SettingsError(f"{env} must be a path, got an empty value")
-        return Path(text).expanduser()
+        return text if name in LOCATION_FIELDS else Path(text).expanduser()
     if type_hint is bool:
         lowered = text.lower()
         if lowered in {"1", "true", "yes", "on"}:
@@ -370,6 +389,12 @@ def _coerce(name: str, raw: str, type_hint: Any) -> Any:
     return text
 
 
+# Fields that may name a folder on object storage as well as a local one.
+LOCATION_FIELDS = frozenset({"warehouse_dir", "checkpoint_root"})
+
+# Where the embedded S3-compatible server keeps the secret key it generated, under ``s3_dir``.
+S3_CREDENTIALS_FILE = "credentials"
+
 # Addresses the platform's own services bind to (the broker, the local cluster, Airflow).
 LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host", "catalog_host", "sql_host")
 
@@ -381,8 +406,10 @@ SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "aler
 # Documentation only: nothing here changes a default or how a value is read.
 FIELD_DOCS: dict[str, str] = {
     "home": "Root of every generated folder below (the ignored var/ folder).",
-    "warehouse_dir": "Delta tables at `<warehouse>/<schema>.db/<table>`, registered by name in the catalog.",
-    "checkpoint_root": "Structured Streaming checkpoints, one folder per pipeline (and replay generation).",
+    "warehouse_dir": "Delta tables at `<warehouse>/<schema>.db/<table>`, registered by name in the catalog; "
+                     "`s3a://<bucket>/<folder>` puts them on the object store at `KAPPA_S3_ENDPOINT`.",
+    "checkpoint_root": "Structured Streaming checkpoints, one folder per pipeline (and replay generation); local "
+                       "or `s3a://<bucket>/<folder>`.",
     "spark_jars_dir": "Delta and the Spark Kafka connector, fetched by Maven (make jars).",
     "kafka_jars_dir": "Apache Kafka's broker jars for the embedded broker, fetched by Maven (make jars).",
     "kafka_data_dir": "The embedded broker's data, logs and pid file.",

@@ -11,11 +11,13 @@ import dataclasses
 from pathlib import Path
 from typing import get_type_hints
 
+from spark_apps.core.object_path import ObjectPath
 from spark_apps.core.secret import Secret
 from spark_apps.core.settings import FIELD_DOCS, PROJECT_ROOT, SECRET_FIELDS, Settings, _env_name
 
 REGENERATE = ".venv/bin/python -m spark_apps.core.settings_reference > docs/settings.md"
-_TYPE_NAMES = {Path: "path", int: "integer", float: "number", bool: "boolean", str: "string", Secret: "secret string"}
+_TYPE_NAMES = {Path: "path", Path | ObjectPath: "path or s3a:// URI", int: "integer", float: "number",
+               bool: "boolean", str: "string", Secret: "secret string"}
 
 HEADER = """# Settings
 

@@ -12,22 +12,22 @@ catalog database that was lost or a warehouse restored from a copy. It costs one
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def table_path(settings: Settings, table: str) -> Path:
+def table_path(settings: Settings, table: str) -> Location:
     """Where the Delta table ``schema.name`` lives."""
     schema, name = _split(table)
     return settings.warehouse_dir / f"{schema}.db" / name
 
 
-def existing_table_path(settings: Settings, table: str) -> Path:
+def existing_table_path(settings: Settings, table: str) -> Location:
     """Where the Delta table ``schema.name`` lives, or one readable error when there is none."""
     path = table_path(settings, table)
     if not delta_log.has_commits(path):
@@ -83,7 +83,11 @@ def registered_location(spark, table: str) -> str | None:
     if not external.tableExists(schema, name):
         return None
     location = external.getTable(schema, name).storage().locationUri()
-    return location.get().getPath().rstrip("/") if location.isDefined() else None
+    if not location.isDefined():
+        return None
+    uri = location.get()
+    local = uri.getScheme() in (None, "file")
+    return (uri.getPath() if local else uri.toString()).rstrip("/")
 
 
 def forget_foreign_tables(spark, settings: Settings, schema: str) -> list[str]:

@@ -9,17 +9,17 @@ deleted leaves a count the audit compares on the whole table.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import unquote
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 
 
 class HistoryGone(PlatformError):
     """A commit file the question needs was cleaned up (log retention): only a full comparison can answer."""
 
 
-def files_added(table: Path, after: int, through: int) -> set[str]:
+def files_added(table: Location, after: int, through: int) -> set[str]:
     """Paths (relative to the table, or absolute) of data files holding every row the commits ``after + 1 ..
     through`` wrote that version ``through`` still holds.
 
@@ -53,7 +53,7 @@ def files_added(table: Path, after: int, through: int) -> set[str]:
     return {found for path in live for found in _on_disk(table, path, successors, dropped)}
 
 
-def _on_disk(table: Path, path: str, successors: dict[str, set[str]], dropped: set[str]) -> set[str]:
+def _on_disk(table: Location, path: str, successors: dict[str, set[str]], dropped: set[str]) -> set[str]:
     """``path`` when it is still on disk, else the files a rearrangement moved its rows to (a file a later commit
     rewrote holds no row of it that lives on: those are in files of the range)."""
     if "://" in path or (table / path).exists():
@@ -63,7 +63,7 @@ def _on_disk(table: Path, path: str, successors: dict[str, set[str]], dropped: s
     return {found for moved in successors[path] - dropped for found in _on_disk(table, moved, successors, dropped)}
 
 
-def rows_added(spark, table: Path, after: int, through: int, partition: tuple[str, str] | None = None,
+def rows_added(spark, table: Location, after: int, through: int, partition: tuple[str, str] | None = None,
                other_partitions: tuple[str, ...] = ()):
     """The rows of the data files :func:`files_added` names, as written, read from those files alone: a filter on the
     table's ``_metadata.file_name`` opens every file of the table, and an incremental audit asks this of every

@@ -4,7 +4,8 @@ Delta's own history (``DeltaTable.forPath(...).history()``) first loads the tabl
 to rebuild the table's state; an audit asks it of every stream table to align on a micro-batch, and a micro-batch
 asks it to find its own commit. The commit files say the same: each ``_delta_log/<version>.json`` holds one
 ``commitInfo`` action (its operation, ``userMetadata`` and operation metrics). As Delta's history, this lists only the
-commits whose files the log still keeps. Tables here live on a filesystem path, as ``io.delta_changes`` assumes too.
+commits whose files the log still keeps. A table may live on local disk or on the object store; its log is read
+through ``Location`` either way.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 CHECKSUM_FILE = re.compile(r"^(\d{20})\.crc$")
@@ -40,30 +41,30 @@ class Commit:
         return meta if isinstance(meta, dict) else {}
 
 
-def commit_versions(table: Path) -> list[int]:
+def commit_versions(table: Location) -> list[int]:
     """The versions whose commit files the log holds, newest first."""
-    log = Path(table) / "_delta_log"
+    log = table / "_delta_log"
     if not log.is_dir():
         raise PlatformError(f"{table} is not a Delta table (no _delta_log)")
     return sorted((int(m.group(1)) for m in map(COMMIT_FILE.match, (p.name for p in log.iterdir())) if m),
                   reverse=True)
 
 
-def has_commits(table: Path) -> bool:
+def has_commits(table: Location) -> bool:
     """Whether a Delta table is there: its log holds a commit or a checkpoint (a folder, or a log a crashed create
     left empty, is no table yet)."""
-    log = Path(table) / "_delta_log"
+    log = table / "_delta_log"
     return log.is_dir() and any(COMMIT_FILE.match(p.name) or p.name == "_last_checkpoint" for p in log.iterdir())
 
 
-def latest_version(table: Path) -> int:
+def latest_version(table: Location) -> int:
     versions = commit_versions(table)
     if not versions:
         raise PlatformError(f"{table} has no commit")
     return versions[0]
 
 
-def commits(table: Path, limit: int | None = None) -> Iterator[Commit]:
+def commits(table: Location, limit: int | None = None) -> Iterator[Commit]:
     """The table's commits, newest first (at most ``limit``); read one file at a time, so a caller that stops early
     reads no older one."""
     versions = commit_versions(table)
@@ -71,9 +72,9 @@ def commits(table: Path, limit: int | None = None) -> Iterator[Commit]:
         yield read_commit(table, version)
 
 
-def read_commit(table: Path, version: int) -> Commit:
+def read_commit(table: Location, version: int) -> Commit:
     """One commit's ``commitInfo``. Delta writes it as the file's first action; the rest is read only if not."""
-    path = Path(table) / "_delta_log" / f"{version:020d}.json"
+    path = table / "_delta_log" / f"{version:020d}.json"
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             try:
@@ -89,10 +90,10 @@ def read_commit(table: Path, version: int) -> Commit:
     return Commit(version)
 
 
-def newest_checksum(table: Path) -> dict | None:
+def newest_checksum(table: Location) -> dict | None:
     """The newest checksum file of the log (``<version>.crc``, which Delta writes with each commit): the table's
     size, file count, metadata and protocol at that version, read without a Spark job. None when there is none."""
-    log = Path(table) / "_delta_log"
+    log = table / "_delta_log"
     found = sorted((p for p in log.iterdir() if CHECKSUM_FILE.match(p.name)), reverse=True) if log.is_dir() else []
     for path in found:
         try:

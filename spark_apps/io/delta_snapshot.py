@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import table_path
@@ -31,9 +32,9 @@ class Unreadable(Exception):
     """The table needs a full Delta reader (Spark): the reason says what."""
 
 
-def live_files(table: Path) -> list[Path]:
+def live_files(table: Location) -> list[Location]:
     """The data files of the table's newest version, in the order the log added them."""
-    log = Path(table) / "_delta_log"
+    log = table / "_delta_log"
     names = [p.name for p in log.iterdir()] if log.is_dir() else []
     versions = sorted(int(m.group(1)) for m in map(COMMIT_FILE.match, names) if m)
     checkpoint, files = _newest_checkpoint(log, names)
@@ -49,10 +50,10 @@ def live_files(table: Path) -> list[Path]:
             for line in lines:
                 if line.strip():
                     _apply(json.loads(line), live)
-    return [_data_path(Path(table), add["path"]) for add in live.values()]
+    return [_data_path(table, add["path"]) for add in live.values()]
 
 
-def _newest_checkpoint(log: Path, names: list[str]) -> tuple[int | None, list[dict]]:
+def _newest_checkpoint(log: Location, names: list[str]) -> tuple[int | None, list[dict]]:
     """The newest checkpoint whose parts are all there, and its actions; (None, []) when there is none."""
     import pyarrow.parquet as pq
 
@@ -69,7 +70,7 @@ def _newest_checkpoint(log: Path, names: list[str]) -> tuple[int | None, list[di
     version = max(whole)
     actions = []
     for name in (parts[version][i] for i in sorted(parts[version])):
-        table = pq.read_table(log / name, columns=["add", "metaData", "protocol"])
+        table = pq.read_table(_readable(log / name), columns=["add", "metaData", "protocol"])
         actions += [{key: value for key, value in row.items() if value is not None} for row in table.to_pylist()]
     return version, actions
 
@@ -94,7 +95,7 @@ def _apply(action: dict, live: dict[str, dict]) -> None:
         live.pop(action["remove"]["path"], None)
 
 
-def _data_path(table: Path, path: str) -> Path:
+def _data_path(table: Location, path: str) -> Location:
     """A file the log names, relative to the table (percent-encoded) or as a ``file:`` URI."""
     parsed = urlparse(path)
     if parsed.scheme and parsed.scheme != "file":
@@ -102,7 +103,7 @@ def _data_path(table: Path, path: str) -> Path:
     return Path(unquote(parsed.path)) if parsed.scheme else table / unquote(path)
 
 
-def read_table(table: Path, columns: list[str]):
+def read_table(table: Location, columns: list[str]):
     """The table's rows as a pyarrow Table of ``columns``: a column a file lacks (added to the table later) is
     null in its rows."""
     import pyarrow as pa
@@ -110,7 +111,7 @@ def read_table(table: Path, columns: list[str]):
 
     pieces = []
     for path in live_files(table):
-        data = pq.ParquetFile(path)
+        data = pq.ParquetFile(_readable(path))
         pieces.append(data.read(columns=[c for c in columns if c in data.schema_arrow.names]))
     if not pieces:
         return pa.table({c: pa.array([], pa.null()) for c in columns})
@@ -119,6 +120,13 @@ def read_table(table: Path, columns: list[str]):
         if column not in joined.column_names:
             joined = joined.append_column(column, pa.nulls(len(joined)))
     return joined.select(columns)
+
+
+def _readable(path: Location) -> Any:
+    """What pyarrow reads a file from: a local path, or the object's bytes (the tables read here are small)."""
+    import pyarrow as pa
+
+    return path if isinstance(path, Path) else pa.BufferReader(path.read_bytes())
 
 
 def rows(settings: Settings, table: str, columns: list[str], spark: Callable[[], Any]) -> list[dict]:

@@ -23,22 +23,26 @@ from pathlib import Path
 from typing import TextIO
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 
 
 class FencedOut(PlatformError):
     """Another live instance holds the job's checkpoint."""
 
 
-def lock_path(checkpoint: Path) -> Path:
-    return checkpoint.with_name(checkpoint.name + ".lock")
+def lock_path(checkpoint: Location, run_dir: Path) -> Path:
+    """Beside a local checkpoint; for one on the object store, which has no lock, under this machine's run folder."""
+    if isinstance(checkpoint, Path):
+        return checkpoint.with_name(checkpoint.name + ".lock")
+    return run_dir / "fences" / checkpoint.bucket / f"{checkpoint.key}.lock"
 
 
 class CheckpointFence:
     """Holds the fence of one checkpoint from :meth:`acquire` until :meth:`release` (or the process ends)."""
 
-    def __init__(self, checkpoint: Path) -> None:
+    def __init__(self, checkpoint: Location, run_dir: Path) -> None:
         self.checkpoint = checkpoint
-        self.path = lock_path(checkpoint)
+        self.path = lock_path(checkpoint, run_dir)
         self._file: TextIO | None = None
 
     @property

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 from spark_apps.io import delta_log
 
 
@@ -44,7 +44,7 @@ def records_between(start: dict[int, int], end: dict[int, int]) -> int:
     return sum(o - start.get(p, 0) for p, o in end.items())
 
 
-def _read_log_file(path: Path) -> list[str]:
+def _read_log_file(path: Location) -> list[str]:
     lines = path.read_text().splitlines()
     if not lines or not lines[0].startswith("v"):
         raise PlatformError(f"unexpected checkpoint file format in {path}")
@@ -58,21 +58,21 @@ def _offsets_of(line: str, topic: str) -> dict[int, int]:
     return {int(p): int(o) for p, o in payload[topic].items()}
 
 
-def planned_batches(checkpoint: Path) -> list[int]:
+def planned_batches(checkpoint: Location) -> list[int]:
     return sorted(int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*"))
 
 
-def committed_batches(checkpoint: Path) -> list[int]:
+def committed_batches(checkpoint: Location) -> list[int]:
     return sorted(int(p.name) for p in (checkpoint / "commits").glob("[0-9]*"))
 
 
-def batch_end_offsets(checkpoint: Path, batch_id: int, topic: str) -> dict[int, int]:
+def batch_end_offsets(checkpoint: Location, batch_id: int, topic: str) -> dict[int, int]:
     """The end offsets (exclusive) Spark planned for this micro-batch."""
     lines = _read_log_file(checkpoint / "offsets" / str(batch_id))
     return _offsets_of(lines[-1], topic)
 
 
-def initial_offsets(checkpoint: Path, topic: str) -> dict[int, int]:
+def initial_offsets(checkpoint: Location, topic: str) -> dict[int, int]:
     """Where the query started reading the log."""
     path = checkpoint / "sources" / "0" / "0"
     raw = path.read_bytes()
@@ -80,7 +80,7 @@ def initial_offsets(checkpoint: Path, topic: str) -> dict[int, int]:
     return _offsets_of(text.strip().splitlines()[0], topic)
 
 
-def batch_start_offsets(checkpoint: Path, batch_id: int, topic: str) -> dict[int, int]:
+def batch_start_offsets(checkpoint: Location, batch_id: int, topic: str) -> dict[int, int]:
     """Where this micro-batch started: the previous batch's end, or the query's start."""
     earlier = [b for b in planned_batches(checkpoint) if b < batch_id]
     if earlier:
@@ -88,7 +88,7 @@ def batch_start_offsets(checkpoint: Path, batch_id: int, topic: str) -> dict[int
     return initial_offsets(checkpoint, topic)
 
 
-def caught_up(settings, checkpoint: Path, topic: str) -> bool:
+def caught_up(settings, checkpoint: Location, topic: str) -> bool:
     """Spark's commit log covers the whole log: every record in ``topic`` now went through a committed batch."""
     from spark_apps.io.topics import partition_offsets
 
@@ -102,9 +102,9 @@ def caught_up(settings, checkpoint: Path, topic: str) -> bool:
 STREAM_COMMIT_KEYS = frozenset({"app_id", "batch_id", "topic", "stream_start_offsets", "end_offsets"})
 
 
-def position_at(table_path: str, version: int | None = None) -> StreamPosition:
+def position_at(table_path: Location, version: int | None = None) -> StreamPosition:
     """The stream position recorded by the newest stream commit at or before ``version``."""
-    versions = delta_log.commit_versions(Path(table_path))
+    versions = delta_log.commit_versions(table_path)
     if not versions:
         raise PlatformError(f"{table_path} has no history")
     latest = versions[0]
@@ -112,7 +112,7 @@ def position_at(table_path: str, version: int | None = None) -> StreamPosition:
     if wanted > latest or wanted < 0:
         raise PlatformError(f"{table_path} has versions 0..{latest}, not {wanted}")
     for listed in (v for v in versions if v <= wanted):
-        meta = delta_log.read_commit(Path(table_path), listed).meta
+        meta = delta_log.read_commit(table_path, listed).meta
         if STREAM_COMMIT_KEYS <= meta.keys():
             return StreamPosition(
                 table_version=wanted, app_id=meta["app_id"], batch_id=meta["batch_id"], topic=meta["topic"],

@@ -10,6 +10,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import ObjectPath
 from spark_apps.core.settings import PROJECT_ROOT, Settings
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "spark" / "log4j2.properties"
@@ -124,6 +125,8 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         **catalog_conf(settings),
         **object_store_conf(settings),
+        **({CHECKPOINT_FILE_MANAGER: OBJECT_STORE_CHECKPOINTS} if isinstance(settings.checkpoint_root, ObjectPath)
+           else {}),
         "spark.sql.warehouse.dir": str(settings.warehouse_dir),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
@@ -156,18 +159,24 @@ def _base_conf(settings: Settings) -> dict[str, str]:
     }
 
 
+# Spark's default checkpoint writer (through Hadoop's FileContext) checks that a file's folder exists before it
+# writes the file; an object store has no empty folders to find (an S3-compatible server on a filesystem lists none),
+# so a new checkpoint's first offsets file failed with "No such file or directory". This one writes through the
+# FileSystem API, which needs no folder, and still writes each file whole (a temporary file, then a rename).
+CHECKPOINT_FILE_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+OBJECT_STORE_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
 def object_store_conf(settings: Settings) -> dict[str, str]:
     """Hadoop's S3A settings for ``s3a://`` paths at ``KAPPA_S3_ENDPOINT``: path-style requests (an S3-compatible
     server has no bucket subdomains), its keys, TLS as its scheme says. None when no endpoint is set."""
-    from spark_apps.services.object_store import secret_key
-
     endpoint = settings.s3_endpoint
     if not endpoint:
         return {}
     return {f"spark.hadoop.fs.s3a.{key}": value for key, value in {
         "endpoint": endpoint, "endpoint.region": "us-east-1", "path.style.access": "true",
         "connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
-        "access.key": settings.s3_access_key, "secret.key": secret_key(settings)}.items()}
+        "access.key": settings.s3_access_key, "secret.key": settings.object_store_access().secret_key()}.items()}
 
 
 def spark_log(settings: Settings) -> Path:
@@ -207,7 +216,24 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
         raise PlatformError(f"Spark did not start ({str(exc).splitlines()[0]}); the JVM says why in "
                             f"{spark_log(settings)}") from None
     spark.sparkContext.setLogLevel("WARN")
+    _reach_buckets(spark, settings)
     return spark
+
+
+def _reach_buckets(spark, settings: Settings) -> None:
+    """Give the running session S3A settings for the buckets these settings name. A session is started with one
+    settings' endpoint for every bucket, and a process that starts it once (a test session, the lab) serves
+    settings of other homes too: per-bucket settings (``fs.s3a.bucket.<b>.*``) reach each home's buckets."""
+    buckets = {location.bucket for location in (settings.warehouse_dir, settings.checkpoint_root)
+               if isinstance(location, ObjectPath)}
+    if not buckets:
+        return
+    if isinstance(settings.checkpoint_root, ObjectPath):
+        spark.conf.set(CHECKPOINT_FILE_MANAGER, OBJECT_STORE_CHECKPOINTS)
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for bucket in sorted(buckets):
+        for key, value in object_store_conf(settings).items():
+            hadoop.set(key.replace("spark.hadoop.fs.s3a.", f"fs.s3a.bucket.{bucket}."), value)
 
 
 # One process-wide descriptor is swapped: two sessions starting at once in one process must not interleave.

@@ -22,13 +22,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from spark_apps.alerts.alert import Alert, runbook
 from spark_apps.alerts.dispatch import ALERTS_TABLE, raise_alert, resolve
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, check_retention, stream_tables
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, lineage, stream_store
 from spark_apps.io.catalog import table_path
@@ -83,7 +83,7 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     for table in maintained_tables(pipeline):
         path = table_path(settings, table)
         if delta_log.has_commits(path):
-            report.tables.append(_maintain_table(spark, table, str(path), settings.vacuum_retention_hours,
+            report.tables.append(_maintain_table(spark, table, path, settings.vacuum_retention_hours,
                                                 optimize, vacuum))
     failed = {t.table: t.error for t in report.tables if t.error}
     if failed:
@@ -120,7 +120,7 @@ def maintained_tables(pipeline: Pipeline) -> list[str]:
     return [pipeline.tables().store, *(t.snapshot for t in stream_tables(pipeline)), *SHARED_AUDIT_TABLES]
 
 
-def _maintain_table(spark, table: str, path: str, retention_hours: int, optimize: bool,
+def _maintain_table(spark, table: str, path: Location, retention_hours: int, optimize: bool,
                    vacuum: bool) -> TableMaintenance:
     """OPTIMIZE, then VACUUM RETAIN ``retention_hours``; a failure is recorded, not raised, so the rest go on."""
     started = time.monotonic()
@@ -141,13 +141,13 @@ def _maintain_table(spark, table: str, path: str, retention_hours: int, optimize
     return result
 
 
-def _live_files(spark, path: str) -> int:
+def _live_files(spark, path: Location) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
 
 
-def _vacuumed_files(path: str) -> int | None:
+def _vacuumed_files(path: Location) -> int | None:
     """Files the last VACUUM deleted, from its ``VACUUM END`` commit (None when Delta did not log one)."""
-    for commit in delta_log.commits(Path(path), 5):
+    for commit in delta_log.commits(path, 5):
         if commit.operation == "VACUUM END":
             return int(commit.metrics.get("numDeletedFiles", 0))
     return None

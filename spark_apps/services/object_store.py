@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.settings import Settings
+from spark_apps.core.settings import S3_CREDENTIALS_FILE, Settings
 from spark_apps.services.daemon import Daemon
 from spark_apps.services.processes import java_binary, port_in_use
 
@@ -45,7 +45,7 @@ class ObjectStorePaths:
 
     @property
     def credentials_file(self) -> Path:
-        return self.root / "credentials"
+        return self.root / S3_CREDENTIALS_FILE
 
     @property
     def buckets_dir(self) -> Path:
@@ -58,10 +58,7 @@ def embedded_endpoint(settings: Settings) -> str:
 
 def secret_key(settings: Settings) -> str:
     """The secret key for the endpoint: the setting's, else the one the embedded server generated ("" if none)."""
-    if settings.s3_secret_key:
-        return settings.s3_secret_key.reveal()
-    stored = ObjectStorePaths(settings.s3_dir).credentials_file
-    return stored.read_text().strip() if stored.exists() else ""
+    return settings.object_store_access().secret_key()
 
 
 class ObjectStoreServer:

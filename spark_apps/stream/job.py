@@ -34,10 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location, remove_tree
 from spark_apps.core.paths import forget_ending, write_json_whole
 from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut, stream_store
+from spark_apps.io.catalog import table_path
 from spark_apps.io.delta_writes import commit_metadata, with_retries
 from spark_apps.io.fencing import CheckpointFence
 from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
@@ -109,10 +111,10 @@ class StreamJob:
         self.generation = target.generation
         self.tables: TableNames = target.tables
         self.topic = target.topic
-        self.checkpoint: Path = target.checkpoint
+        self.checkpoint: Location = target.checkpoint
         self.faults = FaultPlan(settings.fault_inject)
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
-        self.fence = CheckpointFence(self.checkpoint)
+        self.fence = CheckpointFence(self.checkpoint, settings.run_dir)
         self.app_id: str | None = None
         # What computes the rows, recorded in every commit: the audit says when the batch that checks it ran other code.
         self.code_version = pipeline_version(self.pipeline)
@@ -172,14 +174,12 @@ class StreamJob:
     def reset(self) -> None:
         """Delete this job's checkpoint (Spark's state with it), store and views (the log is untouched); never under
         a running instance."""
-        import shutil
-
         self.fence.acquire()
         for view in self.pipeline.stream_table_names(self.generation):
             self.spark.sql(f"DROP VIEW IF EXISTS {view}")
         self.spark.sql(f"DROP TABLE IF EXISTS {self.tables.store}")
-        shutil.rmtree(self.store, ignore_errors=True)
-        shutil.rmtree(self.checkpoint, ignore_errors=True)
+        remove_tree(table_path(self.settings, self.tables.store))
+        remove_tree(self.checkpoint)
         self.high_water = None
         self.layout = None
 

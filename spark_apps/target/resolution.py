@@ -9,8 +9,8 @@ the pipeline's ``name``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from spark_apps.core.object_path import Location
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline, TableNames, load_pipeline
@@ -27,7 +27,7 @@ class Target:
     pipeline: Pipeline
     generation: str
     topic: str
-    checkpoint: Path
+    checkpoint: Location
     lateness: LatenessRule
 
     @property

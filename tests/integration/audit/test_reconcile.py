@@ -114,7 +114,7 @@ def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_
     alignment = align(spark, job.settings, PIPELINE, as_of=first_batch_at.replace(tzinfo=dt.UTC))  # session: UTC
     assert alignment.position.batch_id == 0
     for name in (job.tables.bronze, job.tables.events, job.tables.gold("order_status")):
-        assert position_at(job.store, alignment.versions[name]).batch_id == 0, name
+        assert position_at(table_path(job.settings, job.tables.store), alignment.versions[name]).batch_id == 0, name
 
 
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):

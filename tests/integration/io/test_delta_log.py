@@ -97,7 +97,7 @@ def test_the_stream_position_passes_over_a_commit_another_writer_tagged_with_a_b
     for version, meta in enumerate([stream, {"batch_id": 1}]):
         (log / f"{version:020d}.json").write_text(
             json.dumps({"commitInfo": {"operation": "WRITE", "userMetadata": json.dumps(meta)}}) + "\n")
-    position = position_at(str(tmp_path / "t"))
+    position = position_at(tmp_path / "t")
     assert (position.table_version, position.app_id, position.batch_id, position.end_offsets) == (1, "app", 3, {0: 12})
 
 

@@ -101,7 +101,7 @@ def test_every_read_of_all_serving_views_reflects_one_cut_while_the_stream_moves
         offsets = {json.dumps(m["end_offsets"], sort_keys=True) for m in cut["members"]}
         assert len(offsets) == 1, f"one read saw tables at different log offsets: {cut}"
         batch_id, app_id = cut["basis"].removeprefix("batch ").split(" of ")
-        store = str(table_path(platform, PIPELINE.tables().store))
+        store = table_path(platform, PIPELINE.tables().store)
         for member in cut["members"]:
             assert member["version"] == version_for_batch(store, app_id, int(batch_id)), member
             rows = member_rows(spark, platform, member["source"], member["version"])

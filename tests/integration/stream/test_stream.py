@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from spark_apps.io.catalog import table_path
 from spark_apps.io.lineage import batch_end_offsets, batch_start_offsets, committed_batches, position_at
 from spark_apps.io.log_identity import SOURCE_FILE, LogRewound, record_source, recorded_source
 from spark_apps.io.log_reader import read_log_range
@@ -109,13 +110,13 @@ def test_every_store_version_records_the_offsets_it_reflects(spark, restarted_st
         end = batch_end_offsets(job.checkpoint, batch_id, job.topic)
         versions = [r.version for r in history if r.userMetadata and f'"batch_id":{batch_id},' in r.userMetadata]
         assert len(versions) == 1, "one commit per micro-batch, kept once however often the batch was replayed"
-        position = position_at(job.store, versions[0])
+        position = position_at(table_path(job.settings, job.tables.store), versions[0])
         assert position.batch_id == batch_id and position.end_offsets == end
         consumed = read_stream_table(spark, job.settings, job.tables.bronze, version=versions[0])
         per_partition = {r.partition: r["max(offset)"] + 1 for r in consumed.groupBy("partition").max("offset")
                          .collect()}
         assert per_partition == {p: o for p, o in end.items() if o > 0}
-    assert position_at(job.store).end_offsets == \
+    assert position_at(table_path(job.settings, job.tables.store)).end_offsets == \
         batch_end_offsets(job.checkpoint, committed_batches(job.checkpoint)[-1], job.topic)
 
 

@@ -1,0 +1,75 @@
+"""The whole path with the warehouse and the checkpoints on the object store (``KAPPA_WAREHOUSE_DIR=s3a://...``):
+produce, stream, an exact audit, cutover to the stream, a replay into a new generation swapped in, and `kappa status`
+read without a JVM, all against the session's S3-compatible server, with nothing of it on the local disk."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+
+from spark_apps.io.catalog import table_path
+from spark_apps.io.spark_session import get_spark
+from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.ops.scheduled_audit import reconcile
+from spark_apps.ops.status import render, statuses
+from spark_apps.serving import replay
+from spark_apps.serving import state as serving
+from spark_apps.stream.job import StreamJob
+from spark_apps.target import generations
+from spark_apps.target.resolution import declared, resolve
+from tests.support.object_store import on_object_store
+from tests.support.streams import fresh_stream_settings, produce_hard_cases
+from tests.support.topics import delete_topics
+
+pytestmark = pytest.mark.integration
+BUCKET = "kappa-lakehouse"
+
+
+@pytest.fixture(scope="module")
+def lakehouse(kafka_broker, spark, settings, object_store, tmp_path_factory):
+    home = tmp_path_factory.mktemp("on-object-store")
+    topic = f"test.s3.{uuid.uuid4().hex[:8]}"
+    local = fresh_stream_settings(settings, home, topic, max_offsets=100_000).with_overrides(
+        serving_exact_runs=1, serving_min_span_s=0, alerts_outbox=home / "alerts" / "outbox.jsonl",
+        run_dir=home / "run")
+    lakehouse = on_object_store(local, object_store, BUCKET)
+    get_spark(lakehouse)  # as every command starts: the running session gets the bucket's S3A settings
+    yield lakehouse, home
+    delete_topics(settings, [topic])
+
+
+def test_produce_stream_audit_cutover_and_replay_run_with_the_warehouse_on_the_object_store(
+        spark, lakehouse, object_store):
+    local, home = lakehouse
+    produce_hard_cases(local, total=300, seed=91)
+    StreamJob(spark, local, resolve(spark, local, PIPELINE.name)).run(until_caught_up=True)
+
+    outcome = reconcile(spark, local, resolve(spark, local, PIPELINE.name), run_id="s3.exact")
+    assert outcome.reconciliation.success, outcome.reconciliation.lines
+    decisions = serving.current(spark, local, PIPELINE.name)
+    assert sorted(decisions) == sorted(PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables)
+    assert {d.mode for d in decisions.values()} == {serving.KAPPA}, decisions
+
+    bucket = object_store.paths.buckets_dir / BUCKET
+    store = table_path(local, PIPELINE.tables().store)
+    assert str(store).startswith(f"s3a://{BUCKET}/warehouse/")
+    assert (bucket / store.key / "_delta_log").is_dir(), "the store's log is objects of the bucket"
+    assert (bucket / "checkpoints" / PIPELINE.name / "commits").is_dir(), "so is the stream's checkpoint"
+    assert not (home / "warehouse").exists() and not (home / "checkpoints").exists(), "nothing on the local disk"
+
+    found = statuses(local, [declared(local, PIPELINE.name)],
+                     lambda: pytest.fail("the ledger and the serving state are read from the bucket without Spark"))
+    assert [(s.last_audit.run_id, s.last_audit.success) for s in found] == [("s3.exact", True)]
+    gold = len(PIPELINE.gold_tables)
+    assert f"{gold} of {gold} from the stream" in render(found, dt.datetime.now())
+
+    base = generations.active(spark, local, PIPELINE.name)
+    replayed = replay.run_action(spark, local, PIPELINE, PIPELINE.name, "start", swap_after=True,
+                                 reason="test: a new generation on the object store")
+    assert replayed.swapped and not replayed.failed, replayed.status_lines()
+    assert generations.active(spark, local, PIPELINE.name) == replayed.generation != base
+    served = serving.current(spark, local, PIPELINE.name)
+    assert all(d.source_table.endswith(f"__{replayed.generation}") for d in served.values()), served
+    assert (bucket / "checkpoints" / f"{PIPELINE.name}__{replayed.generation}" / "commits").is_dir()
