@@ -26,6 +26,7 @@ from spark_apps.alerts.alert import Alert, resolution
 from spark_apps.alerts.sinks import Delivery, deliver
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.fencing import file_lock
 
 log = logging.getLogger(__name__)
@@ -236,8 +237,9 @@ def _merge(spark, settings: Settings, rows: list[dict[str, Any]]) -> int:
 
     path = _ensure_alerts_table(spark, settings)
     frame = spark.createDataFrame(rows, ALERTS_SCHEMA)
-    metrics = (DeltaTable.forPath(spark, str(path)).alias("t").merge(frame.alias("s"), "t.alert_id = s.alert_id")
-               .whenNotMatchedInsertAll().execute().first())
+    with table_write(spark, settings, path, "alerts"):
+        metrics = (DeltaTable.forPath(spark, str(path)).alias("t").merge(frame.alias("s"), "t.alert_id = s.alert_id")
+                   .whenNotMatchedInsertAll().execute().first())
     return int(metrics["num_inserted_rows"])
 
 
@@ -256,5 +258,6 @@ def _ensure_alerts_table(spark, settings: Settings) -> Path:
     present = set(spark.read.format("delta").load(str(path)).columns)
     missing = [f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields if f.name not in present]
     if missing:
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({', '.join(missing)})")
+        with table_write(spark, settings, path, "new alert columns"):
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({', '.join(missing)})")
     return path

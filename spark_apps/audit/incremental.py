@@ -38,6 +38,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.core.version import same_code
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import read_if_present, table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_changes import HistoryGone, files_added, rows_added
 from spark_apps.io.delta_writes import commit_metadata, idempotent_append, upsert_gold_keys, upsert_recomputed
 from spark_apps.io.key_sets import fixed_changes, key_set
@@ -284,7 +285,9 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     # audit then costs its comparison of what the stream wrote since).
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
         if new_records:
-            with timed(writes, snapshots[labels.bronze]):
+            with timed(writes, snapshots[labels.bronze]), \
+                    table_write(spark, settings, table_path(settings, snapshots[labels.bronze]),
+                                f"the batch snapshot of run {run_id}"):
                 idempotent_append(new_rows, path[labels.bronze], run_id, 0)
                 if not displaced.isEmpty():
                     _no_longer_winners(spark, path[labels.bronze], displaced, run_id)
@@ -295,18 +298,22 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
 
             def upsert(gold):
                 def write(session):
-                    target = path[labels.gold(gold.name)]
-                    changes = gold_changes(gold, touched, lambda: session.read.format("delta").load(target),
-                                           settings)
-                    affected = fixed_changes(gold, changes, in_driver=False)
-                    if extends_sessions(gold):
-                        extended = sessions_after(gold, session.read.format("delta").load(target), added, lost_rows,
-                                                  on_time, affected.rows_of, settings)
-                        upsert_recomputed(session, target, gold.primary_keys, affected, extended, run_id, 0)
-                    else:
-                        upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
-                    return affected.frame.select(*gold.recompute_keys)
+                    with table_write(session, settings, table_path(settings, snapshots[labels.gold(gold.name)]),
+                                     f"the batch snapshot of run {run_id}"):
+                        return upsert_keys(session, gold)
                 return write
+
+            def upsert_keys(session, gold):
+                target = path[labels.gold(gold.name)]
+                changes = gold_changes(gold, touched, lambda: session.read.format("delta").load(target), settings)
+                affected = fixed_changes(gold, changes, in_driver=False)
+                if extends_sessions(gold):
+                    extended = sessions_after(gold, session.read.format("delta").load(target), added, lost_rows,
+                                              on_time, affected.rows_of, settings)
+                    upsert_recomputed(session, target, gold.primary_keys, affected, extended, run_id, 0)
+                else:
+                    upsert_gold_keys(session, target, gold, on_time, affected, settings, run_id, 0)
+                return affected.frame.select(*gold.recompute_keys)
 
             affected = write_in_parallel(spark, {labels.gold(g.name): upsert(g) for g in pipeline.gold_tables},
                                          writes)

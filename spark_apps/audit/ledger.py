@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
+from spark_apps.io.catalog_locks import table_write
 
 LEDGER_TABLE = "audit.reconciliation_ledger"
 LEDGER_SCHEMA = (
@@ -65,8 +66,9 @@ def append(spark, settings: Settings, rows: list[LedgerRow]) -> None:
     frame = spark.createDataFrame([asdict(r) for r in rows], LEDGER_SCHEMA)
     ensure_table(spark, settings, LEDGER_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
     # A ledger written before a column was added gets it here; its older rows read it as null.
-    frame.write.format("delta").mode("append").option("mergeSchema", "true") \
-        .save(str(table_path(settings, LEDGER_TABLE)))
+    path = table_path(settings, LEDGER_TABLE)
+    with table_write(spark, settings, path, "the ledger's rows of an audit"):
+        frame.write.format("delta").mode("append").option("mergeSchema", "true").save(str(path))
 
 
 def run_rows(spark, settings: Settings, run_id: str) -> list:

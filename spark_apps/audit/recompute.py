@@ -20,6 +20,7 @@ from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import existing_table_path, register_table, table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import MERGE_TARGET_PROPERTIES, commit_metadata
 from spark_apps.io.lineage import StreamPosition, position_at
 from spark_apps.io.log_reader import read_log_range
@@ -276,8 +277,9 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
     def overwrite(table: StreamTable):
         def write(session) -> int:
             path = table_path(settings, table.snapshot)
-            frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
-                .options(**MERGE_TARGET_PROPERTIES).save(str(path))
+            with table_write(session, settings, path, f"the batch snapshot of run {run_id}"):
+                frames[table.label].write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+                    .options(**MERGE_TARGET_PROPERTIES).save(str(path))
             register_table(session, settings, table.snapshot)
             return delta_log.latest_version(path)
         return write

@@ -88,6 +88,9 @@ class Settings:
     s3_port: int = 9878
     s3_dir: Path = _under_home("s3")
     s3_start_timeout_s: float = 60.0
+    # On object storage a write to a table waits this long for another process's write to it to end
+    # (``io.catalog_locks``): an OPTIMIZE of a large table holds it for minutes.
+    table_lock_timeout_s: float = 900.0
     # The SQL endpoint (Spark's Thrift Server, HiveServer2 protocol) of `make sql` / `kappa sql start`.
     sql_host: str = "127.0.0.1"
     sql_port: int = 10000
@@ -231,7 +234,7 @@ class Settings:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{_env_name(name)} must be at least 1, got {getattr(self, name)}")
         for name in ("kafka_start_timeout_s", "catalog_start_timeout_s", "sql_start_timeout_s", "s3_start_timeout_s",
-                     "trigger_interval_s", "alert_timeout_s"):
+                     "table_lock_timeout_s", "trigger_interval_s", "alert_timeout_s"):
             seconds = getattr(self, name)
             if not (math.isfinite(seconds) and seconds > 0):
                 raise SettingsError(f"{_env_name(name)} must be a finite number of seconds above 0, got {seconds}")
@@ -408,6 +411,8 @@ FIELD_DOCS: dict[str, str] = {
     "home": "Root of every generated folder below (the ignored var/ folder).",
     "warehouse_dir": "Delta tables at `<warehouse>/<schema>.db/<table>`, registered by name in the catalog; "
                      "`s3a://<bucket>/<folder>` puts them on the object store at `KAPPA_S3_ENDPOINT`.",
+    "table_lock_timeout_s": "How long a write to a table on object storage waits for another process's write to it "
+                            "(one writer per table at a time, through the catalog database).",
     "checkpoint_root": "Structured Streaming checkpoints, one folder per pipeline (and replay generation); local "
                        "or `s3a://<bucket>/<folder>`.",
     "spark_jars_dir": "Delta and the Spark Kafka connector, fetched by Maven (make jars).",

@@ -17,6 +17,7 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
+from spark_apps.io.catalog_locks import table_write
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -127,7 +128,8 @@ def ensure_table(spark, settings: Settings, table: str, schema, partition_by: tu
             builder = builder.partitionedBy(*partition_by)
         for key, value in (properties or {}).items():
             builder = builder.property(key, value)
-        builder.execute()
+        with table_write(spark, settings, location, f"the creation of {table}"):
+            builder.execute()
     register_table(spark, settings, table)
 
 

@@ -8,7 +8,9 @@ dies, and when, is luck. The fence makes the second one refuse at start, with on
 The fence is an exclusive ``flock`` on ``<checkpoint>.lock`` beside the checkpoint folder (so deleting or resetting
 the checkpoint cannot remove it while it is held). The kernel drops the lock when the holding process ends, however
 it ends (``kill -9`` included), so a crashed job never leaves a stale fence behind. ``flock`` is local to one
-machine (and not reliable on NFS): on a cluster, run the job under one scheduler that guarantees a single instance.
+machine (and not reliable on NFS). A checkpoint on object storage, which streams on several machines may share, is
+fenced instead by a lock in the catalog's database, which Derby drops with its holder's connection, however the
+holder ends.
 """
 
 from __future__ import annotations
@@ -23,34 +25,42 @@ from pathlib import Path
 from typing import TextIO
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.object_path import Location
+from spark_apps.core.object_path import Location, ObjectPath
+from spark_apps.core.settings import Settings
+from spark_apps.io.catalog_locks import CatalogLock, holder_line
 
 
 class FencedOut(PlatformError):
     """Another live instance holds the job's checkpoint."""
 
 
-def lock_path(checkpoint: Location, run_dir: Path) -> Path:
-    """Beside a local checkpoint; for one on the object store, which has no lock, under this machine's run folder."""
-    if isinstance(checkpoint, Path):
-        return checkpoint.with_name(checkpoint.name + ".lock")
-    return run_dir / "fences" / checkpoint.bucket / f"{checkpoint.key}.lock"
+def lock_path(checkpoint: Path) -> Path:
+    return checkpoint.with_name(checkpoint.name + ".lock")
 
 
 class CheckpointFence:
-    """Holds the fence of one checkpoint from :meth:`acquire` until :meth:`release` (or the process ends)."""
+    """Holds the fence of one checkpoint from :meth:`acquire` until :meth:`release` (or the process ends).
 
-    def __init__(self, checkpoint: Location, run_dir: Path) -> None:
+    A local checkpoint is fenced by a ``flock`` beside it; one on object storage, which no two machines share a
+    lock on, by a lock in the catalog's database (``io.catalog_locks``), which ``spark``'s JVM reaches."""
+
+    def __init__(self, checkpoint: Location, spark=None, settings: Settings | None = None) -> None:
         self.checkpoint = checkpoint
-        self.path = lock_path(checkpoint, run_dir)
+        self._shared = CatalogLock(spark, settings, f"checkpoint {checkpoint}") \
+            if isinstance(checkpoint, ObjectPath) else None
+        self.path = lock_path(checkpoint) if isinstance(checkpoint, Path) else None
         self._file: TextIO | None = None
 
     @property
     def held(self) -> bool:
-        return self._file is not None
+        return self._file is not None or (self._shared is not None and self._shared.held)
 
     def acquire(self) -> None:
         """Take the fence, or raise FencedOut naming the instance that holds it. Re-entrant for its holder."""
+        if self._shared is not None:
+            if not self._shared.try_acquire(holder_line("the stream")):
+                raise self._refusal(self._shared.holder())
+            return
         if self._file is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,8 +71,7 @@ class CheckpointFence:
             handle.seek(0)
             holder = handle.read().strip() or "an unknown process"
             handle.close()
-            raise FencedOut(f"another instance of this stream is running on checkpoint {self.checkpoint} "
-                            f"({holder}); a second writer is refused - stop that one first") from None
+            raise self._refusal(holder) from None
         handle.seek(0)
         handle.truncate()
         started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -71,12 +80,19 @@ class CheckpointFence:
         self._file = handle
 
     def release(self) -> None:
-        """Let another instance start; the holder line stays as a record of the last holder."""
+        """Let another instance start; a local fence's holder line stays as a record of the last holder."""
+        if self._shared is not None:
+            self._shared.release()
+            return
         if self._file is None:
             return
         fcntl.flock(self._file, fcntl.LOCK_UN)
         self._file.close()
         self._file = None
+
+    def _refusal(self, holder: str) -> FencedOut:
+        return FencedOut(f"another instance of this stream is running on checkpoint {self.checkpoint} "
+                         f"({holder}); a second writer is refused - stop that one first")
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, repr_sql, table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.pipeline.declaration import Fold, Pipeline
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET
 from spark_apps.transforms.store import (
@@ -137,8 +138,9 @@ def ensure_store(spark, settings: Settings, pipeline: Pipeline, generation: str 
                  properties=STORE_PROPERTIES)
     stored = stored_layout(spark, settings, pipeline, generation)
     if stored.folds != found.folds:
-        spark.sql(f"ALTER TABLE {delta_relation(settings, tables.store)} ALTER COLUMN {KIND} "
-                  f"COMMENT {repr_sql(_folds_text(found.folds))}")
+        with table_write(spark, settings, table_path(settings, tables.store), "the store's folds"):
+            spark.sql(f"ALTER TABLE {delta_relation(settings, tables.store)} ALTER COLUMN {KIND} "
+                      f"COMMENT {repr_sql(_folds_text(found.folds))}")
         stored = stored_layout(spark, settings, pipeline, generation)
     register_views(spark, settings, pipeline, found, generation)
     return stored

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from spark_apps.core.settings import Settings
 from spark_apps.io import stream_store
+from spark_apps.io.catalog import table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.io.fencing import file_lock
 from spark_apps.pipeline.declaration import Pipeline
@@ -103,7 +105,9 @@ def _compact(spark, settings: Settings, pipeline: Pipeline, generation: str) -> 
         writer = (written.write.format("delta").mode("overwrite")
                   .option("replaceWhere", f"{q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through}")
                   .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
-        with_retries(lambda w=writer: w.save(store), f"compaction of {kind}")
+        with table_write(spark, settings, table_path(settings, pipeline.tables(generation).store),
+                         f"compaction of {kind}"):
+            with_retries(lambda w=writer: w.save(store), f"compaction of {kind}")
         result = Compaction(pipeline.tables(generation).gold(gold.name), through, counts.batch, counts.rows, after,
                             time.monotonic() - started)
         log.info("%s", result.line())

@@ -32,6 +32,7 @@ from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, lineage, stream_store
 from spark_apps.io.catalog import table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.ops.compaction import Compaction, compact
 from spark_apps.pipeline.declaration import Pipeline
@@ -83,8 +84,7 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     for table in maintained_tables(pipeline):
         path = table_path(settings, table)
         if delta_log.has_commits(path):
-            report.tables.append(_maintain_table(spark, table, path, settings.vacuum_retention_hours,
-                                                optimize, vacuum))
+            report.tables.append(_maintain_table(spark, settings, table, path, optimize, vacuum))
     failed = {t.table: t.error for t in report.tables if t.error}
     if failed:
         raise_alert(spark, settings, Alert(
@@ -120,17 +120,20 @@ def maintained_tables(pipeline: Pipeline) -> list[str]:
     return [pipeline.tables().store, *(t.snapshot for t in stream_tables(pipeline)), *SHARED_AUDIT_TABLES]
 
 
-def _maintain_table(spark, table: str, path: Location, retention_hours: int, optimize: bool,
-                   vacuum: bool) -> TableMaintenance:
+def _maintain_table(spark, settings: Settings, table: str, path: Location, optimize: bool,
+                    vacuum: bool) -> TableMaintenance:
     """OPTIMIZE, then VACUUM RETAIN ``retention_hours``; a failure is recorded, not raised, so the rest go on."""
     started = time.monotonic()
     before, vacuumed, error = _live_files(spark, path), None, ""
     try:
         if optimize:
-            with_retries(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect(), f"OPTIMIZE {table}")
+            with table_write(spark, settings, path, f"OPTIMIZE {table}"):
+                with_retries(lambda: spark.sql(f"OPTIMIZE delta.`{path}`").collect(), f"OPTIMIZE {table}")
         if vacuum:
-            with_retries(lambda: spark.sql(f"VACUUM delta.`{path}` RETAIN {retention_hours} HOURS").collect(),
-                         f"VACUUM {table}")
+            retention = settings.vacuum_retention_hours
+            with table_write(spark, settings, path, f"VACUUM {table}"):
+                with_retries(lambda: spark.sql(f"VACUUM delta.`{path}` RETAIN {retention} HOURS").collect(),
+                             f"VACUUM {table}")
             vacuumed = _vacuumed_files(path)
     except Exception as exc:  # one table's failure must not stop the others' maintenance or the checks
         error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

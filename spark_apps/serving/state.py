@@ -23,6 +23,7 @@ from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.io import serving_cut, stream_store
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.target import generations
@@ -287,7 +288,9 @@ def _append(spark, settings: Settings, pipeline: str, decisions: list[Decision])
             for d in decisions]
     frame = spark.createDataFrame(rows, STATE_SCHEMA)
     ensure_table(spark, settings, SERVING_STATE_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
-    frame.write.format("delta").mode("append").save(str(table_path(settings, SERVING_STATE_TABLE)))
+    path = table_path(settings, SERVING_STATE_TABLE)
+    with table_write(spark, settings, path, "serving decisions"):
+        frame.write.format("delta").mode("append").save(str(path))
 
 
 def _decisions(spark, settings: Settings, pipeline: str | None = None) -> list[Decision]:

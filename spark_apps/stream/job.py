@@ -40,6 +40,7 @@ from spark_apps.core.progress import phase_times, timed
 from spark_apps.core.settings import Settings
 from spark_apps.io import lineage, log_identity, serving_cut, stream_store
 from spark_apps.io.catalog import table_path
+from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import commit_metadata, with_retries
 from spark_apps.io.fencing import CheckpointFence
 from spark_apps.io.key_sets import KEYS_IN_DRIVER_MAX_RECORDS, key_set
@@ -114,7 +115,7 @@ class StreamJob:
         self.checkpoint: Location = target.checkpoint
         self.faults = FaultPlan(settings.fault_inject)
         # Held from prepare() (or reset()) until run() ends: a second instance on this checkpoint refuses to start.
-        self.fence = CheckpointFence(self.checkpoint, settings.run_dir)
+        self.fence = CheckpointFence(self.checkpoint, spark, settings)
         self.app_id: str | None = None
         # What computes the rows, recorded in every commit: the audit says when the batch that checks it ran other code.
         self.code_version = pipeline_version(self.pipeline)
@@ -314,8 +315,10 @@ class StreamJob:
             rows = rows.coalesce(1)
         # An append reads nothing it could conflict on but the records a reset read back, which an OPTIMIZE of the
         # store may rewrite meanwhile: Delta then refuses the commit, and the batch's rows are appended again.
-        with_retries(lambda: rows.write.format("delta").mode("append").save(self.store),
-                     f"append of batch {batch_id}")
+        with table_write(self.spark, self.settings, table_path(self.settings, self.tables.store),
+                         f"the stream's batch {batch_id}"):
+            with_retries(lambda: rows.write.format("delta").mode("append").save(self.store),
+                         f"append of batch {batch_id}")
 
     def _commit_schema(self):
         from pyspark.sql.types import StructType

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
+from spark_apps.io.catalog_locks import table_write
 
 GENERATIONS_TABLE = "audit.generations"
 SCHEMA = ("pipeline string, generation string, status string, pipeline_spec string, previous_generation string, "
@@ -180,7 +181,9 @@ def record(spark, settings: Settings, events: list[GenerationEvent]) -> None:
     now = dt.datetime.now(dt.UTC)
     frame = spark.createDataFrame([{**asdict(e), "recorded_at": now} for e in events], SCHEMA)
     ensure_table(spark, settings, GENERATIONS_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
-    frame.write.format("delta").mode("append").save(str(table_path(settings, GENERATIONS_TABLE)))
+    path = table_path(settings, GENERATIONS_TABLE)
+    with table_write(spark, settings, path, "a generation event"):
+        frame.write.format("delta").mode("append").save(str(path))
 
 
 def active(spark, settings: Settings, pipeline: str) -> str:
