@@ -92,6 +92,7 @@ $(CLASS_ARCHIVE): $(SPARK_JARS_STAMP) $(CATALOG_JARS_STAMP) $(VENV_STAMP)
 up: install jars
 	@$(KAPPA) broker start
 	@$(KAPPA) catalog start
+	@$(KAPPA) s3 up
 
 sql: up
 	@$(KAPPA) sql start
@@ -101,7 +102,7 @@ airflow: install jars
 
 down:
 	@if [ -x $(PY) ]; then $(KAPPA) airflow stop; $(KAPPA) supervise --stop; $(KAPPA) sql stop; $(KAPPA) broker stop; \
-	$(KAPPA) catalog stop; $(KAPPA) cluster down; \
+	$(KAPPA) catalog stop; $(KAPPA) s3 stop; $(KAPPA) cluster down; \
 	else echo "nothing to stop"; fi
 
 cluster-up: install jars

@@ -55,10 +55,21 @@ def _broker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _s3(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.services.object_store import ObjectStoreServer
+    from spark_apps.services.object_store import ObjectStoreServer, embedded_buckets
 
     server = ObjectStoreServer(settings)
-    if args.action == "start":
+    if args.action == "up":
+        buckets = embedded_buckets(settings)
+        if not buckets:
+            print("no location of these settings is on the embedded S3-compatible server "
+                  f"(KAPPA_S3_ENDPOINT={server.endpoint} and an s3a:// warehouse or checkpoint root); not started")
+            return 0
+        server.start()
+        for bucket in buckets:
+            server.create_bucket(bucket)
+        print(f"S3-compatible server running on {server.endpoint} (pid {server.pid()}) with bucket(s) "
+              f"{', '.join(buckets)}")
+    elif args.action == "start":
         server.start()
         print(f"S3-compatible server running on {server.endpoint} (pid {server.pid()}, buckets in "
               f"{server.paths.buckets_dir}); point s3a:// paths at it with KAPPA_S3_ENDPOINT={server.endpoint}")
@@ -734,8 +745,9 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.set_defaults(handler=_catalog)
 
     s3 = commands.add_parser("s3", help="start, stop or check the embedded S3-compatible server (S3Proxy) for s3a:// "
-                                        "paths; create-bucket NAME makes a bucket")
-    s3.add_argument("action", choices=("start", "stop", "status", "create-bucket"))
+                                        "paths; create-bucket NAME makes a bucket; up starts it with the buckets "
+                                        "of the settings' s3a:// locations when KAPPA_S3_ENDPOINT points at it")
+    s3.add_argument("action", choices=("up", "start", "stop", "status", "create-bucket"))
     s3.add_argument("bucket", nargs="?", help="create-bucket: the bucket's name")
     s3.set_defaults(handler=_s3)
 

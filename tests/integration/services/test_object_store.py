@@ -43,6 +43,9 @@ def test_kappa_s3_status_says_whether_the_server_runs(bucket_settings, object_st
         monkeypatch.setenv(key, value)
     assert main(["s3", "status"]) == 0
     assert capsys.readouterr().out.strip() == f"S3-compatible server running on {server.endpoint} (pid {server.pid()})"
+    assert main(["s3", "up"]) == 0, "what `make up` runs: the server is up, with the settings' bucket"
+    assert capsys.readouterr().out.strip() == (f"S3-compatible server running on {server.endpoint} "
+                                               f"(pid {server.pid()}) with bucket(s) {BUCKET}")
     assert main(["s3", "create-bucket", "Bad_Name"]) == 1
     assert "is not a bucket name" in capsys.readouterr().err
 

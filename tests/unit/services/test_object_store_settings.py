@@ -6,7 +6,7 @@ import pytest
 
 from spark_apps.core.settings import Settings
 from spark_apps.io.spark_session import object_store_conf
-from spark_apps.services.object_store import ObjectStoreError, ObjectStoreServer, secret_key
+from spark_apps.services.object_store import ObjectStoreError, ObjectStoreServer, embedded_buckets, secret_key
 
 
 def test_without_an_endpoint_s3a_is_left_as_hadoop_has_it(tmp_path):
@@ -43,3 +43,13 @@ def test_the_embedded_server_generates_its_secret_once_and_keeps_it_private(tmp_
 def test_a_bucket_name_s3_would_refuse_is_refused(tmp_path, name):
     with pytest.raises(ObjectStoreError, match="is not a bucket name"):
         ObjectStoreServer(Settings(home=tmp_path)).create_bucket(name)
+
+
+def test_make_up_starts_the_embedded_server_only_for_locations_on_it(tmp_path):
+    embedded = Settings(home=tmp_path, s3_port=9878, s3_endpoint="http://127.0.0.1:9878/",
+                        warehouse_dir="s3a://lake-w/warehouse", checkpoint_root="s3a://lake-c/checkpoints")
+    assert embedded_buckets(embedded) == ["lake-c", "lake-w"]
+    assert embedded_buckets(embedded.with_overrides(checkpoint_root=tmp_path / "c")) == ["lake-w"]
+    assert embedded_buckets(embedded.with_overrides(s3_endpoint="https://s3.example.internal")) == [], \
+        "another endpoint is not the embedded server's to serve"
+    assert embedded_buckets(Settings(home=tmp_path)) == [], "a local warehouse needs no server"
