@@ -97,6 +97,10 @@ class Settings:
     sql_start_timeout_s: float = 180.0
 
     spark_master: str = "local[2]"
+    # Where a driver listens, and the address its executors reach it at: loopback on one machine; a cluster whose
+    # workers run elsewhere needs an address they can reach (and KAPPA_ALLOW_REMOTE=true).
+    spark_driver_bind_address: str = "127.0.0.1"
+    spark_driver_host: str = "127.0.0.1"
     spark_driver_memory: str = "2g"
     spark_driver_java_options: str = ""
     spark_shuffle_partitions: int = 4
@@ -399,7 +403,8 @@ LOCATION_FIELDS = frozenset({"warehouse_dir", "checkpoint_root"})
 S3_CREDENTIALS_FILE = "credentials"
 
 # Addresses the platform's own services bind to (the broker, the local cluster, Airflow).
-LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host", "catalog_host", "sql_host")
+LISTEN_HOST_FIELDS = ("kafka_host", "airflow_host", "catalog_host", "sql_host", "spark_driver_bind_address",
+                      "spark_driver_host")
 
 # Fields whose value is a credential: docs/settings.md names their variable and never their value.
 SECRET_FIELDS = frozenset({"alert_webhook_url", "alert_slack_webhook_url", "alert_pagerduty_routing_key",
@@ -411,6 +416,9 @@ FIELD_DOCS: dict[str, str] = {
     "home": "Root of every generated folder below (the ignored var/ folder).",
     "warehouse_dir": "Delta tables at `<warehouse>/<schema>.db/<table>`, registered by name in the catalog; "
                      "`s3a://<bucket>/<folder>` puts them on the object store at `KAPPA_S3_ENDPOINT`.",
+    "spark_driver_bind_address": "The address a Spark driver listens on (loopback unless KAPPA_ALLOW_REMOTE=true).",
+    "spark_driver_host": "The address a Spark driver's executors reach it at: another host's executors need a "
+                         "reachable one (with KAPPA_ALLOW_REMOTE=true).",
     "table_lock_timeout_s": "How long a write to a table on object storage waits for another process's write to it "
                             "(one writer per table at a time, through the catalog database).",
     "checkpoint_root": "Structured Streaming checkpoints, one folder per pipeline (and replay generation); local "

@@ -138,8 +138,8 @@ def _base_conf(settings: Settings) -> dict[str, str]:
                                                    f"-Dkappa.spark.log={spark_log(settings)}",
                                                    JIT_HUGE_METHODS, *class_archive_options(settings),
                                                    settings.spark_driver_java_options]).strip(),
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": settings.spark_driver_bind_address,
+        "spark.driver.host": settings.spark_driver_host,
         # MERGE honours these session settings for idempotent writes; reset them after each commit.
         "spark.databricks.delta.write.txnVersion.autoReset.enabled": "true",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
@@ -198,7 +198,7 @@ def get_spark(settings: Settings, app_name: str = "kappa"):
     settings.log_dir.mkdir(parents=True, exist_ok=True)
     # The JVM resolves its own address before reading any setting; without this it may pick a non-loopback
     # one (and says so in a warning on every start).
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.spark_driver_bind_address)
     # Python workers run the interpreter (and packages) of the virtualenv that started the driver, not whatever
     # python3 is first on PATH: a driver started from Python reads only this variable (spark.pyspark.python is
     # spark-submit's). A PYSPARK_PYTHON already set (a remote cluster's interpreter) wins.

@@ -70,7 +70,8 @@ class SqlEndpoint:
              "--hiveconf", f"hive.server2.thrift.bind.host={self.settings.sql_host}",
              "--hiveconf", f"hive.server2.thrift.port={self.settings.sql_port}",
              "--hiveconf", "hive.server2.transport.mode=binary"],
-            output=self.log_file, env={**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1"},
+            output=self.log_file,
+            env={**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": self.settings.spark_driver_bind_address},
             stop_with_parent=self.stop_with_parent)
         if not self.daemon.wait_ready(process, self.answers, self.settings.sql_start_timeout_s, PlatformError,
                                       every_s=0.5):

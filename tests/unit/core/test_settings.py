@@ -114,7 +114,8 @@ def test_secrets_show_as_a_mask_in_repr_and_text_but_reach_child_processes_whole
     assert not Settings().alert_slack_webhook_url, "an empty secret is not configured"
 
 
-@pytest.mark.parametrize("variable", ["KAPPA_KAFKA_HOST", "KAPPA_AIRFLOW_HOST"])
+@pytest.mark.parametrize("variable", ["KAPPA_KAFKA_HOST", "KAPPA_AIRFLOW_HOST", "KAPPA_SPARK_DRIVER_HOST",
+                                      "KAPPA_SPARK_DRIVER_BIND_ADDRESS"])
 def test_a_service_address_beyond_loopback_is_refused_unless_remote_is_allowed(variable):
     with pytest.raises(SettingsError, match=f"{variable}=0.0.0.0 would listen beyond this machine.*KAPPA_ALLOW_REMOTE"):
         Settings.from_env({variable: "0.0.0.0"})
