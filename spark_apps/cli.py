@@ -339,16 +339,17 @@ def _lineage(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
-    from spark_apps.ops.scheduled_audit import reconcile
+    from spark_apps.ops.scheduled_audit import object_store_watched, reconcile
 
     if args.version is not None and args.table is None:
         raise PlatformError("--version needs --table (the stream table whose version to audit)")
     if args.as_of is not None and args.table is not None:
         raise PlatformError("--as-of and --table both choose the stream batch to audit; give one")
-    spark, target = _resolved(args, settings, "reconcile")
     only = [name.strip() for name in args.only.split(",")] if args.only else None
-    outcome = reconcile(spark, settings, target, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
-                        serve=args.serve, table=args.table, version=args.version, only=only, kind=args.kind)
+    with object_store_watched(settings, _declared(args, settings).name):
+        spark, target = _resolved(args, settings, "reconcile")
+        outcome = reconcile(spark, settings, target, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
+                            serve=args.serve, table=args.table, version=args.version, only=only, kind=args.kind)
     if outcome.reconciliation is None:
         print(f"reconcile skipped: {outcome.due.reason}")
         _write_json(args.json, outcome.as_json())

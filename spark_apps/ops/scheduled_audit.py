@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from spark_apps.alerts.alert import Alert, runbook
+from spark_apps.alerts.dispatch import dispatch, resolve
 from spark_apps.audit import ledger
 from spark_apps.audit.reconciliation import Reconciliation, reconcile_or_reuse
+from spark_apps.core.object_path import ObjectStoreUnavailable
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.serving import state
@@ -114,7 +118,29 @@ def reconcile(spark, settings: Settings, target: Target, *, run_id: str | None =
     reconciliation = reconcile_or_reuse(spark, settings, pipeline, generation, run_id=run_id, table=table,
                                         version=version, only=only, as_of=as_of, kind=kind)
     decisions = tuple(state.advance(spark, settings, pipeline, reconciliation.run_id)) if serve else ()
+    resolve(settings, storage_key(pipeline.name), f"reconcile {pipeline.name}",
+            f"the audit of {pipeline.name} read and wrote the object store again", spark)
     return ScheduledReconciliation(pipeline.name, reconciliation, due, decisions, _overview(spark, settings, target))
+
+
+def storage_key(pipeline: str) -> str:
+    return f"storage:{pipeline}"
+
+
+@contextmanager
+def object_store_watched(settings: Settings, pipeline: str) -> Iterator[None]:
+    """An audit that cannot reach the object store its tables live on is refused, and pages: nothing proves the
+    stream meanwhile. The page goes out without Spark (the alerts table is on that store too); the outbox keeps it
+    for the next command that can record it."""
+    try:
+        yield
+    except ObjectStoreUnavailable as exc:
+        dispatch(settings, Alert(
+            severity="critical", summary=f"the audit of {pipeline} was refused: {exc}",
+            source=f"reconcile {pipeline}", dedup_key=storage_key(pipeline),
+            details={"warehouse": str(settings.warehouse_dir), "endpoint": settings.s3_endpoint},
+            runbook=runbook("object-store-unavailable")))
+        raise
 
 
 def _overview(spark, settings: Settings, target: Target) -> Path | None:
