@@ -42,6 +42,7 @@ def run_demo(settings: Settings) -> int:
     from spark_apps.pipeline.synthetic import GeneratorRequest
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.services.catalog_server import CatalogServer
+    from spark_apps.services.object_store import ObjectStoreServer, embedded_buckets
     from spark_apps.serving.dbt_runner import run_action
     from spark_apps.stream.job import StreamJob
     from spark_apps.target import generations
@@ -56,6 +57,15 @@ def run_demo(settings: Settings) -> int:
     catalog = CatalogServer(settings)
     catalog.start()
     print(f"catalog pid {catalog.pid()}, data in {catalog.paths.database_dir}")
+    buckets = embedded_buckets(settings)
+    if buckets:
+        _step(f"starting the S3-compatible server (S3Proxy) on {settings.s3_endpoint}: the warehouse is "
+              f"{settings.warehouse_dir}")
+        server = ObjectStoreServer(settings)
+        server.start()
+        for bucket in buckets:
+            server.create_bucket(bucket)
+        print(f"S3 server pid {server.pid()}, buckets in {server.paths.buckets_dir}")
 
     given = declared(settings)
     pipeline = given.pipeline
@@ -119,7 +129,8 @@ def run_demo(settings: Settings) -> int:
     if documented.success:
         print(f"dbt docs (linked from the report): {dbt_docs_index(settings, pipeline.name)}")
     overview = write_overview(spark, settings, target)  # the dbt run's incidents, if any, in it too
-    print(f"\nThe broker and the catalog keep running (make down stops them). Warehouse: {settings.warehouse_dir}")
+    print(f"\nThe broker, the catalog{' and the S3 server' if buckets else ''} keep running (make down stops them). "
+          f"Warehouse: {settings.warehouse_dir}")
     print(f"overview of {pipeline.name} over time (verdicts, audits, lag and latency, serving, incidents): "
           f"{overview}")
     return 0 if run.success and built.success else 1

@@ -37,8 +37,11 @@ def build(settings: Settings) -> Path:
     with tempfile.TemporaryDirectory(prefix="kappa-class-archive-") as home:
         dump = f"-XX:ArchiveClassesAtExit={partial} {QUIET_CLASS_ARCHIVE}"
         # The dumping JVM must not map the archive it replaces: a dynamic archive cannot be dumped on top of one.
+        # Its tables stay in the scratch home, whatever warehouse (an object store's) the caller's settings name.
         scratch = settings.with_overrides(home=Path(home), catalog_port=free_port(), spark_driver_java_options=dump,
-                                          spark_class_archive=Path(home) / "none.jsa")
+                                          spark_class_archive=Path(home) / "none.jsa",
+                                          warehouse_dir=Path(home) / "warehouse",
+                                          checkpoint_root=Path(home) / "checkpoints")
         catalog = CatalogServer(scratch, stop_with_parent=True)
         catalog.start()
         try:
