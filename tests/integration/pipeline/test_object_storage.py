@@ -1,6 +1,7 @@
 """The whole path with the warehouse and the checkpoints on the object store (``KAPPA_WAREHOUSE_DIR=s3a://...``):
-produce, stream, an exact audit, cutover to the stream, a replay into a new generation swapped in, and `kappa status`
-read without a JVM, all against the session's S3-compatible server, with nothing of it on the local disk."""
+produce, stream, an exact full audit, cutover to the stream, an incremental audit, a replay into a new generation
+swapped in, and `kappa status` read without a JVM, all against the session's S3-compatible server, with nothing of
+it on the local disk."""
 
 from __future__ import annotations
 
@@ -59,9 +60,16 @@ def test_produce_stream_audit_cutover_and_replay_run_with_the_warehouse_on_the_o
     assert (bucket / "checkpoints" / PIPELINE.name / "commits").is_dir(), "so is the stream's checkpoint"
     assert not (home / "warehouse").exists() and not (home / "checkpoints").exists(), "nothing on the local disk"
 
+    produce_hard_cases(local, total=120, seed=92)
+    StreamJob(spark, local, resolve(spark, local, PIPELINE.name)).run(until_caught_up=True)
+    extended = reconcile(spark, local, resolve(spark, local, PIPELINE.name), run_id="s3.incremental",
+                         kind="incremental")
+    assert extended.reconciliation.success, extended.reconciliation.lines
+    assert extended.reconciliation.run.builds_on == "s3.exact", "the incremental run read the verified snapshot"
+
     found = statuses(local, [declared(local, PIPELINE.name)],
                      lambda: pytest.fail("the ledger and the serving state are read from the bucket without Spark"))
-    assert [(s.last_audit.run_id, s.last_audit.success) for s in found] == [("s3.exact", True)]
+    assert [(s.last_audit.run_id, s.last_audit.success) for s in found] == [("s3.incremental", True)]
     gold = len(PIPELINE.gold_tables)
     assert f"{gold} of {gold} from the stream" in render(found, dt.datetime.now())
 
