@@ -438,3 +438,45 @@ def status_answer(spark, settings: Settings, target: Target, runs: int = 1000, p
     return {"ledger_runs_added": runs, "ledger_commits_added": runs // per_commit, "seconds": max(seconds),
             "tries": seconds, "airflow": airflow, "exit_code": done.returncode}
 
+
+
+STORAGE_TOPIC = "bench.storage"
+# Micro-batches of the storage comparison: enough of them for a median, each the size of a busy stream's batch.
+STORAGE_BATCH_RECORDS = 5_000
+
+
+def storage_comparison(spark, settings: Settings, events: int, clock: EventClock, server) -> dict:
+    """The same log of ``events`` streamed, audited in full and read, with the warehouse and checkpoints on local
+    disk, then in a bucket of the embedded S3-compatible server: what object storage costs on one machine. A first
+    pass on local disk, not counted, warms the JVM up for both (the first run of a query compiles its code)."""
+    from spark_apps.io.spark_session import get_spark
+    from spark_apps.io.topics import ensure_topic
+    from spark_apps.target.resolution import declared
+
+    home = settings.home / "storage"
+    server.create_bucket("kappa-bench")
+    base = settings.with_overrides(events_topic=STORAGE_TOPIC, max_offsets_per_trigger=STORAGE_BATCH_RECORDS)
+    backends = {
+        "warm-up": base.with_overrides(warehouse_dir=home / "warm-up" / "warehouse",
+                                       checkpoint_root=home / "warm-up" / "checkpoints"),
+        "local": base.with_overrides(warehouse_dir=home / "warehouse", checkpoint_root=home / "checkpoints"),
+        "s3": base.with_overrides(s3_endpoint=server.endpoint, warehouse_dir="s3a://kappa-bench/warehouse",
+                                  checkpoint_root="s3a://kappa-bench/checkpoints")}
+    ensure_topic(base)
+    produced = produce_events(base, declared(base).pipeline, events, seed=201, clock=clock)
+    found: dict = {"events": produced["records"], "batch_records": STORAGE_BATCH_RECORDS, "endpoint": server.endpoint}
+    for name, backend in backends.items():
+        get_spark(backend)
+        target = declared(backend)
+        stream = platform_stream(spark, backend, target)
+        audit = recompute_and_reconcile(spark, backend, target.pipeline)
+        reads = _read_times(spark, backend, target.pipeline)
+        if name == "warm-up":
+            continue
+        found[name] = {
+            "stream_records_per_s": stream["records_per_s"], "stream_seconds": stream["seconds"],
+            "batches": stream["batches"], "batch_p50_s": stream["batch_duration_s"].get("p50"),
+            "full_audit_s": audit["seconds"], "exact_match": audit["exact_match"],
+            "one_key_p50_s": max(r["one_key_s"] for r in reads.values()),
+            "full_scan_p50_s": max(r["full_scan_s"] for r in reads.values()), "reads": reads}
+    return found

@@ -119,6 +119,20 @@ def _serving_reads(doc: dict) -> str:
             f"<p>Tail partial rows before compaction: {escape(reads.get('tail_partial_rows'))}.</p>")
 
 
+def _storage(doc: dict) -> str:
+    found = doc.get("storage") or {}
+    if not found.get("s3"):
+        return "<p>not measured in this run</p>"
+    measures = (("stream catch-up (records/s)", "stream_records_per_s", 0), ("micro-batch p50 (s)", "batch_p50_s", 2),
+                ("full audit (s)", "full_audit_s", 1), ("one-key read p50, slowest view (s)", "one_key_p50_s", 3),
+                ("full scan p50, slowest view (s)", "full_scan_p50_s", 3))
+    rows = "".join(f"<tr><td>{escape(label)}</td><td>{_n(found['local'].get(key), digits)}</td>"
+                   f"<td>{_n(found['s3'].get(key), digits)}</td></tr>" for label, key, digits in measures)
+    return (f"<p>{found['events']:,} events in batches of {found.get('batch_records', 0):,}, the same log on each, "
+            "after an uncounted pass that warms the JVM up.</p><table><tr><th></th><th>local disk</th>"
+            f"<th>S3 server ({escape(found['endpoint'])})</th></tr>{rows}</table>")
+
+
 def render(doc: dict) -> str:
     growth = "".join(f'<li>{g["from"]:,} -> {g["to"]:,} events: time x{g["time_ratio"]} for size x{g["size_ratio"]} '
                      f'(exponent {_n(g["exponent"], 2)}; 1.0 is linear)</li>' for g in doc.get("growth", []))
@@ -136,4 +150,5 @@ start {escape(doc.get("machine", {}).get("load_at_start"))}, at end {escape(doc.
 <h2>Latency over the latency runs (per 5 s of log append time)</h2>{_latency_over_time(doc)}
 <h2>Serving reads, tail uncompacted and compacted (p50)</h2>{_serving_reads(doc)}
 <h2>Batch recompute and reconciliation</h2>{_recompute(doc)}<ul>{growth}</ul>
+<h2>Warehouse on local disk and on object storage</h2>{_storage(doc)}
 <h2>Machine</h2><table>{_machine(doc)}</table>""")

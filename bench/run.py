@@ -39,8 +39,9 @@ def _positive_ints(text: str) -> list[int]:
 
 # What a run measures unless told otherwise: the full run, and ``--quick``'s short one (one size, one rate).
 FULL = {"sizes": [250_000, 1_000_000], "rates": [1000, 5000], "latency_seconds": 60, "new_events": 100_000,
-        "file_mib": 1024}
-QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60, "new_events": 20_000, "file_mib": 100}
+        "file_mib": 1024, "storage_events": 200_000}
+QUICK = {"sizes": [200_000], "rates": [1000], "latency_seconds": 60, "new_events": 20_000, "file_mib": 100,
+         "storage_events": 50_000}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,6 +64,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--file-mib", type=int, default=None,
                         help=f"size of the CSV file `kappa produce --file` sends for its throughput and peak memory "
                              f"(default {FULL['file_mib']:,} MiB; --quick {QUICK['file_mib']:,})")
+    parser.add_argument("--storage-events", type=int, default=None,
+                        help=f"a log of this many events streamed, audited and read with the warehouse on local disk, "
+                             f"then on the embedded S3-compatible server (default {FULL['storage_events']:,}; "
+                             f"--quick {QUICK['storage_events']:,}; 0 skips it)")
+    parser.add_argument("--only-storage", action="store_true",
+                        help="run only the local disk against object storage comparison")
     parser.add_argument("--batch", type=int, default=Settings().max_offsets_per_trigger,
                         help="maxOffsetsPerTrigger of the limit and the platform (default: the platform's setting)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for bench.json and bench.html")
@@ -74,6 +81,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--sizes must be ascending and distinct")
     if args.latency_seconds <= 0 or args.batch <= 0:
         parser.error("--latency-seconds and --batch must be above 0")
+    if args.storage_events < 0 or (args.only_storage and not args.storage_events):
+        parser.error("--storage-events must be at least 0, and above 0 with --only-storage")
     return args
 
 
@@ -126,7 +135,7 @@ class Run:
         (self.out / "bench.html").write_text(render(self.doc))
 
 
-def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
+def measure(args: argparse.Namespace, settings: Settings, run: Run, object_store) -> None:
     from bench import measures
     from spark_apps.io.spark_session import get_spark
     from spark_apps.io.topics import ensure_topic
@@ -145,6 +154,12 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run) -> None:
                        "trigger_interval_s": settings.trigger_interval_s}
     produced = 0
     clock = measures.EventClock()
+    if args.storage_events:
+        run.begin(f"{args.storage_events:,} events streamed, audited and read on local disk, then on the S3 server")
+        doc["storage"] = measures.storage_comparison(spark, settings, args.storage_events, clock, object_store)
+        run.save()
+    if args.only_storage:
+        return
     for index, size in enumerate(args.sizes):
         entry: dict = {"events": size}
         doc["sizes"].append(entry)
@@ -212,26 +227,33 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     from spark_apps.services.broker import EmbeddedBroker
     from spark_apps.services.catalog_server import CatalogServer
+    from spark_apps.services.object_store import ObjectStoreServer
 
     home = PROJECT_ROOT / "var" / "bench" / f"run-{int(time.time())}"
     jars = PROJECT_ROOT / "var" / "jars"
     settings = Settings(home=home, spark_jars_dir=jars / "spark", kafka_jars_dir=jars / "kafka",
                         kafka_port=free_port(), kafka_controller_port=free_port(), catalog_port=free_port(),
-                        airflow_port=free_port(), airflow_log_server_port=free_port(), spark_driver_memory="6g",
+                        airflow_port=free_port(), airflow_log_server_port=free_port(), s3_port=free_port(),
+                        spark_driver_memory="6g",
                         max_offsets_per_trigger=args.batch)
-    run = Run(args.out, steps=len(args.sizes) * 4 + 2 + len(args.rates) + 5)
+    steps = (len(args.sizes) * 4 + 2 + len(args.rates) + 5) * (not args.only_storage) + bool(args.storage_events)
+    run = Run(args.out, steps=steps)
     broker = EmbeddedBroker(settings, stop_with_parent=True)
     catalog = CatalogServer(settings, stop_with_parent=True)
+    object_store = ObjectStoreServer(settings, stop_with_parent=True)
     try:
         broker.start()
         catalog.start()
-        measure(args, settings, run)
+        if args.storage_events:
+            object_store.start()
+        measure(args, settings, run, object_store)
     except PlatformError as error:
         print(f"make bench: error: {error}", file=sys.stderr)
         return 1
     finally:
         broker.stop()
         catalog.stop()
+        object_store.stop()
     print(f"results: {args.out / 'bench.json'}; page: {args.out / 'bench.html'}")
     return 0
 
