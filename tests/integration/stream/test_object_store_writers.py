@@ -68,6 +68,9 @@ def test_stream_and_maintenance_share_a_store_on_the_object_store_and_a_killed_s
 
         for round_ in range(MAINTENANCE_ROUNDS):
             produce_hard_cases(local, total=200, seed=60 + round_)
+            # Each round finds an epoch the stream finished since the last: compaction has something to fold.
+            wait_for(lambda r=round_: len(lineage.committed_batches(target.checkpoint)) >= 3 + 2 * r
+                     or stream.poll() is not None, f"the stream's batches before maintenance round {round_}", 300)
             report = maintain(spark, local, PIPELINE, optimize=True, vacuum=False)
             assert not [t.error for t in report.tables if t.error], report.tables
             rounds.append(report)
