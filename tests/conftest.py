@@ -114,6 +114,24 @@ def spark(settings: Settings, catalog_database):
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def object_store(settings, tmp_path_factory):
+    """One S3-compatible server (S3Proxy) for the whole session, on a free port: each test makes a bucket of its
+    own (``tests.support.object_store.on_object_store``)."""
+    from spark_apps.services.object_store import ObjectStoreServer
+    from spark_apps.services.processes import free_port
+    from tests.support.post_mortem import SERVICES
+
+    server = ObjectStoreServer(settings.with_overrides(s3_dir=tmp_path_factory.mktemp("s3"), s3_port=free_port()),
+                               stop_with_parent=True)
+    server.start()
+    SERVICES.add("the session's S3-compatible server", lambda: server.pid() is not None,
+                 logs=[server.paths.log_file])
+    yield server
+    SERVICES.forget("the session's S3-compatible server")
+    server.stop()
+
+
 @pytest.fixture
 def make_topic(kafka_broker, settings: Settings):
     """Creates correctly configured topics for one test, ``make_topic(name, partitions)``, and deletes them after."""

@@ -1,5 +1,5 @@
-"""The unit tier needs no JVM, jars or server (`make unit`): a unit test that asks for the session's Spark, broker or
-catalog fails at once and says where it belongs."""
+"""The unit tier needs no JVM, jars or server (`make unit`): a unit test that asks for the session's Spark, broker,
+catalog or S3 server fails at once and says where it belongs."""
 
 import pytest
 
@@ -21,3 +21,8 @@ def kafka_broker():
 @pytest.fixture(scope="session")
 def catalog_database():
     _refuse("catalog database")
+
+
+@pytest.fixture(scope="session")
+def object_store():
+    _refuse("S3-compatible server")
