@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_apps.core.errors import PlatformError
+from spark_apps.core.object_path import Location, ObjectPath, remove_tree
 from spark_apps.core.settings import Settings
 from spark_apps.core.waiting import poll, wait_for
 from spark_apps.io import delta_log, lineage
@@ -129,7 +130,7 @@ class Lab:
         return self.target.topic
 
     @property
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> Location:
         return self.target.checkpoint
 
     @property
@@ -541,7 +542,7 @@ def checkpoint_deleted(lab: Lab, plan: ChaosPlan) -> None:
     lab.produce(plan.events)
     catch_up(lab)
     before = store_version(lab)
-    shutil.rmtree(lab.checkpoint)
+    remove_tree(lab.checkpoint)
     lab.note(f"deleted the checkpoint {lab.checkpoint}")
     process = lab.launch()
     code = process.wait()
@@ -596,11 +597,21 @@ def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=
     lab_settings = settings.with_overrides(
         home=home, events_topic=topic, spark_jars_dir=settings.spark_jars_dir, kafka_jars_dir=settings.kafka_jars_dir,
         kafka_data_dir=settings.kafka_data_dir, kafka_bootstrap_servers=settings.kafka_bootstrap_servers,
-        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="", pipeline=spec)
+        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="", pipeline=spec,
+        **_on_object_store(settings, name))
     target = declared(lab_settings, spec)
     target.pipeline.require_generator("the chaos lab")
     ensure_topic(lab_settings, target.topic)
     return Lab(name, lab_settings, spark, target, seed, logs, broker=broker)
+
+
+def _on_object_store(settings: Settings, name: str) -> dict[str, Location]:
+    """A lab's own warehouse and checkpoints in the bucket, in a folder of their own per run, when the settings keep
+    them on object storage; local ones follow the lab's home."""
+    return {setting: location / "labs" / f"{name}-{int(time.time())}"
+            for setting, location in (("warehouse_dir", settings.warehouse_dir),
+                                      ("checkpoint_root", settings.checkpoint_root))
+            if isinstance(location, ObjectPath)}
 
 
 def run_scenario(name: str, lab: Lab, plan: ChaosPlan) -> ScenarioResult:

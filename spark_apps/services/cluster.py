@@ -186,8 +186,10 @@ class SparkDaemon:
                                    f"{ENV_PREFIX}{setting.upper()} to a free port")
         self.root.mkdir(parents=True, exist_ok=True)
         self.properties_file.write_text("".join(f"{key}={value}\n" for key, value in self.properties))
+        # Its executors' scratch space (shuffle files, spills) in its own folder, as on a host of its own.
         env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": host,
-               "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "SPARK_CONF_DIR": str(self.root)}
+               "SPARK_DAEMON_MEMORY": DAEMON_MEMORY, "SPARK_CONF_DIR": str(self.root),
+               "SPARK_LOCAL_DIRS": str(self.root / "local")}
         return self.daemon.launch(
             [str(spark_home() / "bin" / "spark-class"), self.main_class, *self.arguments,
              "--properties-file", str(self.properties_file)],

@@ -59,11 +59,13 @@ def cluster_settings(tmp_path_factory: pytest.TempPathFactory, catalog_database)
 
 
 @pytest.fixture(scope="session")
-def cluster_app_settings(cluster_settings: Settings) -> Settings:
-    """What an app sees after sourcing ``cluster.env``: the cluster's brokers and master, and nothing else."""
+def cluster_app_settings(cluster_settings: Settings, object_store) -> Settings:
+    """What an app sees after sourcing ``cluster.env``: the cluster's brokers and master, with the warehouse and
+    checkpoints in a bucket of the S3 server, so that no data path is shared by the driver and the workers."""
     from spark_apps.services import cluster
+    from tests.support.object_store import on_object_store
 
-    return cluster.app_settings(cluster_settings)
+    return on_object_store(cluster.app_settings(cluster_settings), object_store, "kappa-cluster")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """A broker of the cluster dies (kill -9) while the generator produces and the stream, on the Spark standalone
 master, consumes: the log keeps every acknowledged record (replication factor 3, min.insync.replicas 2, acks=all),
-so the stream's tables hold every record once and reconcile exactly with the batch recompute."""
+so the stream's tables hold every record once and reconcile exactly with the batch recompute. The warehouse and
+checkpoints live in a bucket of the S3 server, and each worker has folders of its own: driver and workers share no
+data path."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import time
 
 import pytest
 
+from spark_apps.core.object_path import ObjectPath
 from spark_apps.core.waiting import wait_for
+from spark_apps.io import delta_log, lineage
+from spark_apps.io.catalog import table_path
 from spark_apps.io.topics import admin_client, topic_configs
 from spark_apps.lab.chaos import Feeder, new_lab, stop_when_caught_up, verify
 from spark_apps.lab.checker import summary_line
@@ -71,5 +76,8 @@ def test_killing_the_partition_leader_mid_stream_loses_and_duplicates_nothing(
         lab.stop_everything()
 
     assert lab.records >= BACKLOG + DURING_FAILOVER
+    assert isinstance(lab.checkpoint, ObjectPath) and lineage.committed_batches(lab.checkpoint), \
+        "the stream's checkpoint is in the bucket, on no disk the workers share with the driver"
+    assert delta_log.has_commits(table_path(lab.settings, lab.pipeline.tables().store))
     assert summary_line(verdict.check) == "lost=0 duplicated=0 unexpected=0"
     assert verdict.reconciled, "the batch recompute from Kafka differs from the stream's tables"
