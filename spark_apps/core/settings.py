@@ -206,6 +206,11 @@ class Settings:
         return ObjectStoreAccess(self.s3_endpoint, self.s3_access_key, self.s3_secret_key,
                                  self.s3_dir / S3_CREDENTIALS_FILE)
 
+    def object_store_buckets(self) -> list[str]:
+        """The buckets of the locations that live on object storage, none when every one is local."""
+        return sorted({location.bucket for location in (getattr(self, name) for name in LOCATION_FIELDS)
+                       if isinstance(location, ObjectPath)})
+
     def _location(self, name: str, value: Any) -> Path | ObjectPath:
         """A location field's value: a local path, or an object-store folder bound to this endpoint and keys."""
         text = str(value)

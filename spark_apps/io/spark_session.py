@@ -224,14 +224,13 @@ def _reach_buckets(spark, settings: Settings) -> None:
     """Give the running session S3A settings for the buckets these settings name. A session is started with one
     settings' endpoint for every bucket, and a process that starts it once (a test session, the lab) serves
     settings of other homes too: per-bucket settings (``fs.s3a.bucket.<b>.*``) reach each home's buckets."""
-    buckets = {location.bucket for location in (settings.warehouse_dir, settings.checkpoint_root)
-               if isinstance(location, ObjectPath)}
+    buckets = settings.object_store_buckets()
     if not buckets:
         return
     if isinstance(settings.checkpoint_root, ObjectPath):
         spark.conf.set(CHECKPOINT_FILE_MANAGER, OBJECT_STORE_CHECKPOINTS)
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for bucket in sorted(buckets):
+    for bucket in buckets:
         for key, value in object_store_conf(settings).items():
             hadoop.set(key.replace("spark.hadoop.fs.s3a.", f"fs.s3a.bucket.{bucket}."), value)
 

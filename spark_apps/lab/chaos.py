@@ -49,7 +49,7 @@ from typing import Any
 
 from spark_apps.core.errors import PlatformError
 from spark_apps.core.object_path import Location, ObjectPath, remove_tree
-from spark_apps.core.settings import Settings
+from spark_apps.core.settings import LOCATION_FIELDS, Settings
 from spark_apps.core.waiting import poll, wait_for
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
@@ -608,10 +608,8 @@ def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=
 def _on_object_store(settings: Settings, name: str) -> dict[str, Location]:
     """A lab's own warehouse and checkpoints in the bucket, in a folder of their own per run, when the settings keep
     them on object storage; local ones follow the lab's home."""
-    return {setting: location / "labs" / f"{name}-{int(time.time())}"
-            for setting, location in (("warehouse_dir", settings.warehouse_dir),
-                                      ("checkpoint_root", settings.checkpoint_root))
-            if isinstance(location, ObjectPath)}
+    return {setting: getattr(settings, setting) / "labs" / f"{name}-{int(time.time())}"
+            for setting in sorted(LOCATION_FIELDS) if isinstance(getattr(settings, setting), ObjectPath)}
 
 
 def run_scenario(name: str, lab: Lab, plan: ChaosPlan) -> ScenarioResult:

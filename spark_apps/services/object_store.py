@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.core.object_path import ObjectPath
 from spark_apps.core.settings import S3_CREDENTIALS_FILE, Settings
 from spark_apps.services.daemon import Daemon
 from spark_apps.services.processes import java_binary, port_in_use
@@ -62,8 +61,7 @@ def embedded_buckets(settings: Settings) -> list[str]:
     setting names its address), which `make up` then starts; none otherwise."""
     if settings.s3_endpoint.rstrip("/") != embedded_endpoint(settings):
         return []
-    return sorted({location.bucket for location in (settings.warehouse_dir, settings.checkpoint_root)
-                   if isinstance(location, ObjectPath)})
+    return settings.object_store_buckets()
 
 
 def secret_key(settings: Settings) -> str:
