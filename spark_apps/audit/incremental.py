@@ -239,7 +239,8 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     labels = pipeline.tables()
     key = (schema.id_field,)
     snapshots = {t.label: t.snapshot for t in stream_tables(pipeline)}
-    path = {label: str(table_path(settings, snapshot)) for label, snapshot in snapshots.items()}
+    location = {label: table_path(settings, snapshot) for label, snapshot in snapshots.items()}
+    path = {label: str(found) for label, found in location.items()}
     valid = F.col(REASON_COLUMN).isNull()
 
     def verified(label: str):
@@ -286,8 +287,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
         if new_records:
             with timed(writes, snapshots[labels.bronze]), \
-                    table_write(spark, settings, table_path(settings, snapshots[labels.bronze]),
-                                f"the batch snapshot of run {run_id}"):
+                    table_write(spark, settings, location[labels.bronze], f"the batch snapshot of run {run_id}"):
                 idempotent_append(new_rows, path[labels.bronze], run_id, 0)
                 if not displaced.isEmpty():
                     _no_longer_winners(spark, path[labels.bronze], displaced, run_id)
@@ -298,7 +298,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
 
             def upsert(gold):
                 def write(session):
-                    with table_write(session, settings, table_path(settings, snapshots[labels.gold(gold.name)]),
+                    with table_write(session, settings, location[labels.gold(gold.name)],
                                      f"the batch snapshot of run {run_id}"):
                         return upsert_keys(session, gold)
                 return write
@@ -322,8 +322,8 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
         for gold in pipeline.gold_tables:
             label = labels.gold(gold.name)
             scopes[label] = Scope(gold.recompute_keys, affected[label])
-        for name in snapshots.values():
-            snapshot.versions[name] = (delta_log.latest_version(table_path(settings, name)) if new_records
+        for label, name in snapshots.items():
+            snapshot.versions[name] = (delta_log.latest_version(location[label]) if new_records
                                        else base.snapshot_versions[name])
     log.info("incremental batch recompute %s: write %s", run_id, phase_times(writes))
     with timed(snapshot.seconds, "scope"):

@@ -72,7 +72,7 @@ def _lock_path(settings: Settings, store: str) -> Path:
 def _compact(spark, settings: Settings, pipeline: Pipeline, generation: str) -> list[Compaction]:
     from pyspark.sql import functions as F
 
-    store = stream_store.store_path(settings, pipeline, generation)
+    location = table_path(settings, pipeline.tables(generation).store)
     version = stream_store.latest_version(settings, pipeline, generation)
     relation = stream_store.relation(settings, pipeline, generation, version)
     newest = spark.sql(f"SELECT max({q(EPOCH)}) FROM {relation}").first()[0]
@@ -105,9 +105,8 @@ def _compact(spark, settings: Settings, pipeline: Pipeline, generation: str) -> 
         writer = (written.write.format("delta").mode("overwrite")
                   .option("replaceWhere", f"{q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through}")
                   .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
-        with table_write(spark, settings, table_path(settings, pipeline.tables(generation).store),
-                         f"compaction of {kind}"):
-            with_retries(lambda w=writer: w.save(store), f"compaction of {kind}")
+        with table_write(spark, settings, location, f"compaction of {kind}"):
+            with_retries(lambda w=writer: w.save(str(location)), f"compaction of {kind}")
         result = Compaction(pipeline.tables(generation).gold(gold.name), through, counts.batch, counts.rows, after,
                             time.monotonic() - started)
         log.info("%s", result.line())

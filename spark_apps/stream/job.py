@@ -128,7 +128,8 @@ class StreamJob:
         # Under the high-water-mark lateness rule: per partition, the mark the committed records leave (epoch
         # microseconds), read from the store at the first batch and advanced by each batch after it.
         self.high_water: dict[int, int] | None = None
-        self.store = stream_store.store_path(settings, target.pipeline, target.generation)
+        self.store_location = table_path(settings, self.tables.store)
+        self.store = str(self.store_location)
         # The store's columns and the folds its rows are written for, read once the store is ensured: every batch
         # shapes its rows, and reads any of them back, by it.
         self.layout: stream_store.StoreLayout | None = None
@@ -179,7 +180,7 @@ class StreamJob:
         for view in self.pipeline.stream_table_names(self.generation):
             self.spark.sql(f"DROP VIEW IF EXISTS {view}")
         self.spark.sql(f"DROP TABLE IF EXISTS {self.tables.store}")
-        remove_tree(table_path(self.settings, self.tables.store))
+        remove_tree(self.store_location)
         remove_tree(self.checkpoint)
         self.high_water = None
         self.layout = None
@@ -315,8 +316,7 @@ class StreamJob:
             rows = rows.coalesce(1)
         # An append reads nothing it could conflict on but the records a reset read back, which an OPTIMIZE of the
         # store may rewrite meanwhile: Delta then refuses the commit, and the batch's rows are appended again.
-        with table_write(self.spark, self.settings, table_path(self.settings, self.tables.store),
-                         f"the stream's batch {batch_id}"):
+        with table_write(self.spark, self.settings, self.store_location, f"the stream's batch {batch_id}"):
             with_retries(lambda: rows.write.format("delta").mode("append").save(self.store),
                          f"append of batch {batch_id}")
 
