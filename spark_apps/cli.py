@@ -346,8 +346,9 @@ def _reconcile(args: argparse.Namespace, settings: Settings) -> int:
     if args.as_of is not None and args.table is not None:
         raise PlatformError("--as-of and --table both choose the stream batch to audit; give one")
     only = [name.strip() for name in args.only.split(",")] if args.only else None
-    with object_store_watched(settings, _declared(args, settings).name):
-        spark, target = _resolved(args, settings, "reconcile")
+    given = _declared(args, settings)
+    with object_store_watched(settings, given.name):
+        spark, target = _active(settings, given, "reconcile")
         outcome = reconcile(spark, settings, target, run_id=args.run_id, as_of=args.as_of, if_due=args.if_due,
                             serve=args.serve, table=args.table, version=args.version, only=only, kind=args.kind)
     if outcome.reconciliation is None:
@@ -466,10 +467,14 @@ def _declared(args: argparse.Namespace, settings: Settings):
 def _resolved(args: argparse.Namespace, settings: Settings, command: str):
     """The command's Spark session and its target: the pipeline of ``--pipeline`` at its active generation. The
     code is loaded first, so an unknown pipeline fails before Spark starts."""
+    return _active(settings, _declared(args, settings), command)
+
+
+def _active(settings: Settings, given, command: str):
+    """The command's Spark session and the active generation of the pipeline ``given`` declares."""
     from spark_apps.target import generations
     from spark_apps.target.resolution import active_of
 
-    given = _declared(args, settings)
     spark = _spark(settings, command, given.name)
     return spark, active_of(settings, given, generations.read(spark, settings, given.name))
 
