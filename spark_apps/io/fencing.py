@@ -15,10 +15,7 @@ holder ends.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
-import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -74,8 +71,7 @@ class CheckpointFence:
             raise self._refusal(holder) from None
         handle.seek(0)
         handle.truncate()
-        started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n")
+        handle.write(holder_line("the stream") + "\n")
         handle.flush()
         self._file = handle
 
