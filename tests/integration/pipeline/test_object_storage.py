@@ -6,12 +6,10 @@ it on the local disk."""
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
 import pytest
 
 from spark_apps.io.catalog import table_path
-from spark_apps.io.spark_session import get_spark
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.scheduled_audit import reconcile
 from spark_apps.ops.status import render, statuses
@@ -20,9 +18,8 @@ from spark_apps.serving import state as serving
 from spark_apps.stream.job import StreamJob
 from spark_apps.target import generations
 from spark_apps.target.resolution import declared, resolve
-from tests.support.object_store import on_object_store
-from tests.support.streams import fresh_stream_settings, produce_hard_cases
-from tests.support.topics import delete_topics
+from tests.support.object_store import stream_on_object_store
+from tests.support.streams import produce_hard_cases
 
 pytestmark = pytest.mark.integration
 BUCKET = "kappa-lakehouse"
@@ -31,14 +28,9 @@ BUCKET = "kappa-lakehouse"
 @pytest.fixture(scope="module")
 def lakehouse(kafka_broker, spark, settings, object_store, tmp_path_factory):
     home = tmp_path_factory.mktemp("on-object-store")
-    topic = f"test.s3.{uuid.uuid4().hex[:8]}"
-    local = fresh_stream_settings(settings, home, topic, max_offsets=100_000).with_overrides(
-        serving_exact_runs=1, serving_min_span_s=0, alerts_outbox=home / "alerts" / "outbox.jsonl",
-        run_dir=home / "run")
-    lakehouse = on_object_store(local, object_store, BUCKET)
-    get_spark(lakehouse)  # as every command starts: the running session gets the bucket's S3A settings
-    yield lakehouse, home
-    delete_topics(settings, [topic])
+    with stream_on_object_store(settings, object_store, BUCKET, home, max_offsets=100_000, serving_exact_runs=1,
+                                serving_min_span_s=0) as lakehouse:
+        yield lakehouse, home
 
 
 def test_produce_stream_audit_cutover_and_replay_run_with_the_warehouse_on_the_object_store(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 
@@ -18,14 +17,12 @@ from spark_apps.core.settings import PROJECT_ROOT
 from spark_apps.core.waiting import wait_for
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
-from spark_apps.io.spark_session import get_spark
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.scheduled_audit import reconcile, storage_key
 from spark_apps.stream.job import StreamJob
 from spark_apps.target.resolution import resolve
-from tests.support.object_store import on_object_store
-from tests.support.streams import fresh_stream_settings, produce_hard_cases
-from tests.support.topics import delete_topics
+from tests.support.object_store import stream_on_object_store
+from tests.support.streams import produce_hard_cases
 
 pytestmark = pytest.mark.integration
 BUCKET = "kappa-outage"
@@ -33,14 +30,11 @@ BUCKET = "kappa-outage"
 
 @pytest.fixture
 def lakehouse(kafka_broker, spark, settings, object_store, tmp_path):
-    topic = f"test.outage.{uuid.uuid4().hex[:8]}"
-    local = fresh_stream_settings(settings, tmp_path, topic, max_offsets=100).with_overrides(
-        run_dir=tmp_path / "run", alerts_outbox=tmp_path / "alerts" / "outbox.jsonl")
-    lakehouse = on_object_store(local, object_store, BUCKET)
-    get_spark(lakehouse)
-    yield lakehouse
-    object_store.start()  # the session's other tests need it, whatever happened here
-    delete_topics(settings, [topic])
+    with stream_on_object_store(settings, object_store, BUCKET, tmp_path, max_offsets=100) as lakehouse:
+        try:
+            yield lakehouse
+        finally:
+            object_store.start()  # the session's other tests need it, whatever happened here
 
 
 def test_a_stream_fails_while_the_object_store_is_down_and_resumes_without_loss_once_it_is_back(

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 
 import pytest
 
@@ -18,16 +17,14 @@ from spark_apps.core.waiting import wait_for
 from spark_apps.io import delta_log, lineage
 from spark_apps.io.catalog import table_path
 from spark_apps.io.fencing import CheckpointFence, FencedOut
-from spark_apps.io.spark_session import get_spark
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.maintenance import maintain
 from spark_apps.ops.scheduled_audit import reconcile
 from spark_apps.stream.job import StreamJob
 from spark_apps.target.resolution import resolve
 from spark_apps.transforms.store import COMPACTION
-from tests.support.object_store import on_object_store
-from tests.support.streams import fresh_stream_settings, produce_hard_cases
-from tests.support.topics import delete_topics
+from tests.support.object_store import stream_on_object_store
+from tests.support.streams import produce_hard_cases
 
 pytestmark = pytest.mark.integration
 BUCKET = "kappa-writers"
@@ -36,16 +33,11 @@ MAINTENANCE_ROUNDS = 3
 
 @pytest.fixture(scope="module")
 def lakehouse(kafka_broker, spark, settings, object_store, tmp_path_factory):
-    home = tmp_path_factory.mktemp("object-store-writers")
-    topic = f"test.writers.{uuid.uuid4().hex[:8]}"
     # Epochs of two batches of 150 records: compaction folds a finished epoch, and OPTIMIZE finds two files of one
     # kind in a partition to pack.
-    local = fresh_stream_settings(settings, home, topic, max_offsets=150).with_overrides(
-        compaction_epoch_batches=2, run_dir=home / "run", alerts_outbox=home / "alerts" / "outbox.jsonl")
-    lakehouse = on_object_store(local, object_store, BUCKET)
-    get_spark(lakehouse)
-    yield lakehouse
-    delete_topics(settings, [topic])
+    with stream_on_object_store(settings, object_store, BUCKET, tmp_path_factory.mktemp("object-store-writers"),
+                                max_offsets=150, compaction_epoch_batches=2) as lakehouse:
+        yield lakehouse
 
 
 def test_stream_and_maintenance_share_a_store_on_the_object_store_and_a_killed_stream_leaves_no_fence(
