@@ -595,14 +595,22 @@ def new_lab(settings: Settings, spark, name: str, root: Path, seed: int, broker=
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     lab_settings = settings.with_overrides(
-        home=home, events_topic=topic, spark_jars_dir=settings.spark_jars_dir, kafka_jars_dir=settings.kafka_jars_dir,
-        kafka_data_dir=settings.kafka_data_dir, kafka_bootstrap_servers=settings.kafka_bootstrap_servers,
-        max_offsets_per_trigger=max_offsets_per_trigger, trigger_interval_s=1.0, fault_inject="", pipeline=spec,
+        **moved_home(settings, home), events_topic=topic, kafka_data_dir=settings.kafka_data_dir,
+        kafka_bootstrap_servers=settings.kafka_bootstrap_servers, max_offsets_per_trigger=max_offsets_per_trigger,
+        trigger_interval_s=1.0, fault_inject="", pipeline=spec,
         **_on_object_store(settings, name))
     target = declared(lab_settings, spec)
     target.pipeline.require_generator("the chaos lab")
     ensure_topic(lab_settings, target.topic)
     return Lab(name, lab_settings, spark, target, seed, logs, broker=broker)
+
+
+def moved_home(settings: Settings, home: Path) -> dict[str, Path]:
+    """Overrides that move the folders generated under ``settings``' home to ``home``, and keep what a lab shares
+    with the session that starts it: the fetched jars, and the embedded S3 server's folder with the secret key it
+    generated (else a lab on object storage signs with no key)."""
+    return {"home": home, "spark_jars_dir": settings.spark_jars_dir, "kafka_jars_dir": settings.kafka_jars_dir,
+            "s3_dir": settings.s3_dir}
 
 
 def _on_object_store(settings: Settings, name: str) -> dict[str, Location]:
@@ -659,8 +667,7 @@ def run_chaos(settings: Settings, plan: ChaosPlan) -> list[ScenarioResult]:
     shutil.rmtree(root / "logs", ignore_errors=True)
     port = free_port()
     base = settings.with_overrides(
-        home=root / "session", chaos_dir=root, spark_jars_dir=settings.spark_jars_dir,
-        kafka_jars_dir=settings.kafka_jars_dir, kafka_data_dir=root / "broker", kafka_port=port,
+        **moved_home(settings, root / "session"), chaos_dir=root, kafka_data_dir=root / "broker", kafka_port=port,
         kafka_controller_port=free_port(), kafka_bootstrap_servers=f"{settings.kafka_host}:{port}",
         catalog_port=free_port())
     shutil.rmtree(base.kafka_data_dir, ignore_errors=True)

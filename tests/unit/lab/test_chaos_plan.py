@@ -12,3 +12,17 @@ def test_a_full_disk_is_drawn_only_before_the_batch_commits_to_the_store():
 
 def test_every_scenario_a_plan_may_name_is_one_the_lab_runs():
     assert tuple(SCENARIOS) == SCENARIO_NAMES
+
+
+def test_a_lab_in_a_home_of_its_own_signs_with_the_key_the_embedded_object_store_generated(tmp_path):
+    from spark_apps.core.settings import S3_CREDENTIALS_FILE, Settings
+    from spark_apps.lab.chaos import moved_home
+
+    session = Settings(home=tmp_path / "session", s3_endpoint="http://127.0.0.1:9878",
+                       warehouse_dir="s3a://lake/warehouse", checkpoint_root="s3a://lake/checkpoints")
+    session.s3_dir.mkdir(parents=True)
+    (session.s3_dir / S3_CREDENTIALS_FILE).write_text("generated-secret\n")
+    lab = session.with_overrides(**moved_home(session, tmp_path / "labs" / "kill_stream"))
+    assert lab.log_dir == tmp_path / "labs" / "kill_stream" / "logs", "the lab's own files move"
+    assert lab.object_store_access().secret_key() == "generated-secret"
+    assert lab.warehouse_dir.access.secret_key() == "generated-secret"
