@@ -15,8 +15,9 @@ from spark_apps.io.stream_store import read_view
 from spark_apps.io.topics import ensure_topic, partition_offsets
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest
+from spark_apps.pipeline.target import Target
 from spark_apps.stream.job import StreamJob
-from spark_apps.target.resolution import Target, target_of
+from spark_apps.target.resolution import target_of
 
 NOMINAL_RATE = 1000.0  # events per second of event time, for a production not paced in real time
 

@@ -18,7 +18,7 @@ from spark_apps.core.paths import dbt_docs_index, dbt_log, heartbeat_path
 from spark_apps.core.settings import Settings
 
 if TYPE_CHECKING:
-    from spark_apps.target.resolution import Target
+    from spark_apps.pipeline.target import Target
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1

@@ -21,7 +21,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import read_if_present, read_version, table_path
 from spark_apps.io.stream_store import read_view
-from spark_apps.target.resolution import Target
+from spark_apps.pipeline.target import Target
 from spark_apps.transforms.store import COMPACTION
 
 EVENTS_SHOWN = 200

@@ -57,9 +57,10 @@ from spark_apps.lab.checker import CheckResult, check_tables, detail_lines, summ
 from spark_apps.lab.scenario import ChaosPlan, ScenarioResult
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.synthetic import GeneratorRequest, Manifest
+from spark_apps.pipeline.target import Target
 from spark_apps.services.processes import free_port
 from spark_apps.stream.faults import STAGES
-from spark_apps.target.resolution import Target, declared
+from spark_apps.target.resolution import declared
 
 log = logging.getLogger(__name__)
 

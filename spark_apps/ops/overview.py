@@ -25,8 +25,8 @@ from spark_apps.core.paths import latest_report_path, overview_path
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log
 from spark_apps.io.catalog import read_if_present, table_path
+from spark_apps.pipeline.target import Target
 from spark_apps.serving.state import KAPPA, SERVING_STATE_TABLE
-from spark_apps.target.resolution import Target
 
 log = logging.getLogger(__name__)
 RUNS_SHOWN = 200  # the newest reconciliations on the page

@@ -33,9 +33,9 @@ from spark_apps.audit.reconciliation import Reconciliation, reconcile_or_reuse
 from spark_apps.core.object_path import ObjectStoreUnavailable
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.target import Target
 from spark_apps.serving import state
 from spark_apps.serving.state import LAMBDA, Decision
-from spark_apps.target.resolution import Target
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from spark_apps.core.settings import Settings
 from spark_apps.ops import supervisor
-from spark_apps.target.resolution import Target
+from spark_apps.pipeline.target import Target
 
 
 @dataclass(frozen=True)

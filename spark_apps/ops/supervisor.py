@@ -37,8 +37,8 @@ from spark_apps.core.waiting import poll
 from spark_apps.io.log_identity import log_problem
 from spark_apps.io.topics import LogState, describe_log
 from spark_apps.pipeline.declaration import TableNames, load_pipeline
+from spark_apps.pipeline.target import Target
 from spark_apps.services.processes import cmdline, read_pid
-from spark_apps.target.resolution import Target
 
 # A stream started by hand (no pid file) counts as running while its heartbeat is this fresh (it beats every half
 # second), so the supervisor never starts a second query on the same checkpoint.

@@ -31,6 +31,7 @@ from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 from spark_apps.pipeline.provenance import pipeline_version
+from spark_apps.pipeline.target import BASE, display
 from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 from spark_apps.target import generations
@@ -45,7 +46,6 @@ from spark_apps.target.generations import (
     ROLLED_BACK,
     GenerationEvent,
     ReplayRefused,
-    display,
 )
 
 log = logging.getLogger(__name__)
@@ -178,9 +178,9 @@ def status_lines(events: list[GenerationEvent]) -> list[str]:
     active = generations.active_generation(events)
     newest = generations.latest(events)
     lines = []
-    if generations.BASE not in newest:
+    if BASE not in newest:
         lines.append(f"* {'base':8s} {ACTIVE:12s} the unsuffixed tables, serving since the start")
-    for event in sorted(newest.values(), key=lambda e: e.generation != generations.BASE):
+    for event in sorted(newest.values(), key=lambda e: e.generation != BASE):
         mark = "* " if event.generation == active else "  "
         spec = generations.spec_for(events, event.generation, "")
         detail = ", ".join(filter(None, [f"run {event.run_id}" if event.run_id else "", f"code {spec}" if spec else "",

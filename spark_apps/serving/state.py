@@ -26,6 +26,7 @@ from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.target import display
 from spark_apps.target import generations
 
 log = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ def _refuse_inactive_generation(spark, settings: Settings, pipeline: Pipeline, r
     foreign = sorted(h[-1].stream_table for table, h in histories.items() if h[-1].stream_table != expected[table])
     if foreign:
         raise PlatformError(f"run {run_id} reconciled {', '.join(foreign)}, not the tables of the active generation "
-                            f"{generations.display(active)}; a replay's generation is served by `kappa replay swap`")
+                            f"{display(active)}; a replay's generation is served by `kappa replay swap`")
 
 
 def record(spark, settings: Settings, pipeline: Pipeline, decisions: list[Decision]) -> None:

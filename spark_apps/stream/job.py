@@ -50,12 +50,12 @@ from spark_apps.pipeline.declaration import Pipeline, TableNames
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.pipeline.folds import q
 from spark_apps.pipeline.provenance import pipeline_version
+from spark_apps.pipeline.target import Target
 from spark_apps.stream import micro_batch
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
-from spark_apps.target.resolution import Target
 from spark_apps.transforms.events import high_water_marks, per_partition, touched_keys
 from spark_apps.transforms.store import EPOCH, LATE, commit_row, on_time_winners
 

@@ -24,13 +24,13 @@ from spark_apps.core.errors import PlatformError
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.io.catalog_locks import table_write
+from spark_apps.pipeline.target import BASE, display
 
 GENERATIONS_TABLE = "audit.generations"
 SCHEMA = ("pipeline string, generation string, status string, pipeline_spec string, previous_generation string, "
           "run_id string, reason string, code_version string, recorded_at timestamp")
 BUILDING, BUILT, RECONCILED, FAILED, ACTIVE, RETIRED, ROLLED_BACK = (
     "building", "built", "reconciled", "failed", "active", "retired", "rolled_back")
-BASE = ""
 ROLLBACK_RUN_PREFIX = "rollback."
 # Generation names become table-name suffixes (gold.x__g2) and checkpoint folder names.
 _NAME = re.compile(r"[a-z][a-z0-9]{0,30}")
@@ -53,11 +53,6 @@ class GenerationEvent:
     reason: str = ""
     code_version: str = ""
     recorded_at: dt.datetime | None = None
-
-
-def display(generation: str) -> str:
-    """How messages name a generation: the unsuffixed base one has no name of its own."""
-    return generation or "base"
 
 
 def check_name(generation: str) -> str:

@@ -8,39 +8,12 @@ the pipeline's ``name``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from spark_apps.core.object_path import Location
 from spark_apps.core.paths import checkpoint_path
 from spark_apps.core.settings import Settings
-from spark_apps.pipeline.declaration import Pipeline, TableNames, load_pipeline
-from spark_apps.pipeline.lateness import LatenessRule
+from spark_apps.pipeline.declaration import Pipeline, load_pipeline
+from spark_apps.pipeline.target import BASE, Target
 from spark_apps.target import generations
-from spark_apps.target.generations import BASE, GenerationEvent, display
-
-
-@dataclass(frozen=True)
-class Target:
-    """One pipeline at one generation, and everything named after them."""
-
-    spec: str
-    pipeline: Pipeline
-    generation: str
-    topic: str
-    checkpoint: Location
-    lateness: LatenessRule
-
-    @property
-    def name(self) -> str:
-        return self.pipeline.name
-
-    @property
-    def tables(self) -> TableNames:
-        return self.pipeline.tables(self.generation)
-
-    def describe(self) -> str:
-        """How messages name it: the pipeline, and the generation when it is not the base one."""
-        return self.name if self.generation == BASE else f"{self.name} generation {display(self.generation)}"
+from spark_apps.target.generations import GenerationEvent
 
 
 def target_of(settings: Settings, pipeline: Pipeline, generation: str = BASE, spec: str | None = None) -> Target:

@@ -28,7 +28,8 @@ from spark_apps.ops.supervisor import (
     stream_process_alive,
     track_progress,
 )
-from spark_apps.target.resolution import Target, declared
+from spark_apps.pipeline.target import Target
+from spark_apps.target.resolution import declared
 
 NOW = 1_800_000_000.0
 TOPIC = "shop.events"
