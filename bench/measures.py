@@ -188,7 +188,7 @@ def end_to_end_latency(spark, settings: Settings, target: Target, rate: float, s
     timed = {b: t for b, t in job.visible_at.items() if b >= first_batch}
     ranges = {b: (lineage.batch_start_offsets(job.checkpoint, b, job.topic),
                   lineage.batch_end_offsets(job.checkpoint, b, job.topic)) for b in timed}
-    bronze = read_view(spark, settings, pipeline, job.tables.bronze)
+    bronze = read_view(spark, settings, job.target, job.tables.bronze)
     low = {p: min(r[0].get(p, 0) for r in ranges.values()) for p in {p for r in ranges.values() for p in r[1]}}
     rows = bronze.where(" OR ".join(f"(partition = {p} AND offset >= {o})" for p, o in low.items()) or "false") \
         .selectExpr("partition", "offset", "CAST(log_append_time AS DOUBLE) AS appended").collect()
@@ -262,21 +262,21 @@ def batch_cost_by_table_size(spark, settings: Settings, target: Target, clock: E
     return points
 
 
-def recompute_and_reconcile(spark, settings: Settings, pipeline: Pipeline) -> dict:
+def recompute_and_reconcile(spark, settings: Settings, target: Target) -> dict:
     """The audit DAG's work: batch recompute from the log, then the comparison with every stream table."""
     from spark_apps.audit.reconciliation import reconcile_or_reuse
 
     started = time.monotonic()
-    run = reconcile_or_reuse(spark, settings, pipeline).run
+    run = reconcile_or_reuse(spark, settings, target).run
     return {"records": run.snapshot.records, **_audit_times(run, time.monotonic() - started)}
 
 
-def incremental_audit(spark, settings: Settings, pipeline: Pipeline, new_events: int) -> dict:
+def incremental_audit(spark, settings: Settings, target: Target, new_events: int) -> dict:
     """The scheduled audit between full ones: extend the last verified run by ``new_events`` the stream consumed."""
     from spark_apps.audit.auditor import audit
 
     started = time.monotonic()
-    run = audit(spark, settings, pipeline, kind="incremental")
+    run = audit(spark, settings, target, kind="incremental")
     return {"log_events": run.snapshot.records, "new_events": new_events, "builds_on": run.builds_on,
             **_audit_times(run, time.monotonic() - started)}
 
@@ -288,12 +288,12 @@ def _audit_times(run, total: float) -> dict:
             "per_table_compare_s": {v.table.label: round(v.diff.seconds, 2) for v in run.verdicts}}
 
 
-def compaction(spark, settings: Settings, pipeline: Pipeline) -> dict:
+def compaction(spark, settings: Settings, target: Target) -> dict:
     """One run of compaction over the store, as its DAG runs it: what it folded and how long it took."""
     from spark_apps.ops.compaction import compact
 
     started = time.monotonic()
-    done = compact(spark, settings, pipeline)
+    done = compact(spark, settings, target)
     return {"seconds": round(time.monotonic() - started, 2),
             "tables": [{"table": c.table, "through_batch": c.through_batch, "rows_before": c.rows_before,
                         "rows_after": c.rows_after, "seconds": round(c.seconds, 2)} for c in done]}
@@ -302,15 +302,15 @@ def compaction(spark, settings: Settings, pipeline: Pipeline) -> dict:
 READ_REPEATS = 5
 
 
-def _read_times(spark, settings: Settings, pipeline: Pipeline) -> dict:
+def _read_times(spark, settings: Settings, target: Target) -> dict:
     """Per gold view: p50 seconds of a one-key query (the key of its first row) and of a full scan (every row
     computed, none collected), over ``READ_REPEATS`` runs each."""
     from pyspark.sql import functions as F
 
     found = {}
-    for gold in pipeline.gold_tables:
-        name = pipeline.tables().gold(gold.name)
-        first = read_view(spark, settings, pipeline, name).select(*gold.primary_keys).first()
+    for gold in target.pipeline.gold_tables:
+        name = target.tables.gold(gold.name)
+        first = read_view(spark, settings, target, name).select(*gold.primary_keys).first()
         condition = None
         for key in gold.primary_keys:
             same = F.col(key) == F.lit(first[key])
@@ -318,28 +318,28 @@ def _read_times(spark, settings: Settings, pipeline: Pipeline) -> dict:
         one, full = [], []
         for _ in range(READ_REPEATS):
             started = time.monotonic()
-            read_view(spark, settings, pipeline, name).where(condition).collect()
+            read_view(spark, settings, target, name).where(condition).collect()
             one.append(time.monotonic() - started)
             started = time.monotonic()
-            read_view(spark, settings, pipeline, name).write.format("noop").mode("overwrite").save()
+            read_view(spark, settings, target, name).write.format("noop").mode("overwrite").save()
             full.append(time.monotonic() - started)
         found[name] = {"one_key_s": stats.percentiles(one, (50,))["p50"],
                        "full_scan_s": stats.percentiles(full, (50,))["p50"]}
     return found
 
 
-def serving_reads(spark, settings: Settings, pipeline: Pipeline) -> dict:
+def serving_reads(spark, settings: Settings, target: Target) -> dict:
     """Read cost of the gold views with the tail the stream appended since the last compaction, then just after
     compacting it: the same queries, the same rows."""
     from spark_apps.transforms.store import KIND
 
-    store = table_path(settings, pipeline.tables().store)
+    store = table_path(settings, target.tables.store)
     tail = {r[KIND]: r["rows"] for r in spark.sql(
         f"SELECT {KIND}, count(*) AS rows FROM delta.`{store}` WHERE {KIND} LIKE 'gold.%' AND NOT _reset "
         f"GROUP BY {KIND}").collect()}
-    uncompacted = _read_times(spark, settings, pipeline)
-    compacted_by = compaction(spark, settings, pipeline)
-    compacted = _read_times(spark, settings, pipeline)
+    uncompacted = _read_times(spark, settings, target)
+    compacted_by = compaction(spark, settings, target)
+    compacted = _read_times(spark, settings, target)
     ratios = [uncompacted[t]["full_scan_s"] / compacted[t]["full_scan_s"] for t in compacted
               if compacted[t]["full_scan_s"]]
     return {"tail_partial_rows": tail, "uncompacted": uncompacted, "compaction": compacted_by,
@@ -470,8 +470,8 @@ def storage_comparison(spark, settings: Settings, events: int, clock: EventClock
         get_spark(backend)
         target = declared(backend)
         stream = platform_stream(spark, backend, target)
-        audit = recompute_and_reconcile(spark, backend, target.pipeline)
-        reads = _read_times(spark, backend, target.pipeline)
+        audit = recompute_and_reconcile(spark, backend, target)
+        reads = _read_times(spark, backend, target)
         if name == "warm-up":
             continue
         found[name] = {

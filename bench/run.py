@@ -181,7 +181,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run, object_store
             doc["platform_to_limit"] = round(doc["platform"]["records_per_s"] / doc["limit"]["records_per_s"], 3)
         run.save()
         run.begin(f"batch recompute and reconciliation at {size:,} events")
-        entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, pipeline)
+        entry["recompute_and_reconcile"] = measures.recompute_and_reconcile(spark, settings, target)
         doc["growth"] = stats.growth({s["events"]: s["recompute_and_reconcile"]["seconds"] for s in doc["sizes"]})
         doc["audit"] = stats.audit_figures(doc["sizes"])
         run.save()
@@ -189,13 +189,13 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run, object_store
         measures.produce_events(settings, pipeline, args.new_events, seed=51 + index, clock=clock)
         produced += args.new_events
         measures.platform_stream(spark, settings, target)
-        entry["incremental_audit"] = measures.incremental_audit(spark, settings, pipeline, args.new_events)
+        entry["incremental_audit"] = measures.incremental_audit(spark, settings, target, args.new_events)
         extended = [s["incremental_audit"] for s in doc["sizes"] if s.get("incremental_audit")]
         doc["incremental_growth"] = stats.growth({e["log_events"]: e["seconds"] for e in extended})
         doc["audit"] = stats.audit_figures(doc["sizes"])
         run.save()
     run.begin("compaction of the store, as its DAG runs it before the latency runs")
-    doc["compaction"] = measures.compaction(spark, settings, pipeline)
+    doc["compaction"] = measures.compaction(spark, settings, target)
     run.save()
     doc["latency"] = []
     for index, rate in enumerate(args.rates):
@@ -204,7 +204,7 @@ def measure(args: argparse.Namespace, settings: Settings, run: Run, object_store
                                                           seed=101 + index, clock=clock))
         run.save()
     run.begin("serving reads with the latency runs' tail uncompacted, then compacted")
-    doc["serving_reads"] = measures.serving_reads(spark, settings, pipeline)
+    doc["serving_reads"] = measures.serving_reads(spark, settings, target)
     run.save()
     run.begin(f"micro-batches of {measures.SAME_SIZE_BATCH_RECORDS:,} records over the run's tables and over "
               f"tables of {measures.SMALL_TABLE_EVENTS:,} rows")

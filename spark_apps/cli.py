@@ -110,9 +110,7 @@ def _catalog(args: argparse.Namespace, settings: Settings) -> int:
         print(f"{len(found)} tables of {settings.warehouse_dir} registered: {', '.join(found) or 'none'}")
         target = active_of(settings, given, generations.read(spark, settings, given.name))
         if target.tables.store in found:
-            views = register_views(spark, settings, target.pipeline,
-                                   stored_layout(spark, settings, target.pipeline, target.generation),
-                                   target.generation)
+            views = register_views(spark, settings, target, stored_layout(spark, settings, target))
             print(f"views {', '.join(views)} pointed at {target.tables.store}")
         views = serving.register_views(spark, settings, given.pipeline)
         print(f"{len(views)} serving views of {given.name} pointed at their cut")
@@ -554,9 +552,8 @@ def _alerts(args: argparse.Namespace, settings: Settings) -> int:
 def _maintain(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.ops.maintenance import maintain, summary_lines
 
-    pipeline = _declared(args, settings).pipeline
-    report = maintain(_spark(settings, "maintain", pipeline.name), settings, pipeline, optimize=args.optimize,
-                      vacuum=args.vacuum)
+    spark, target = _resolved(args, settings, "maintain")
+    report = maintain(spark, settings, target, optimize=args.optimize, vacuum=args.vacuum)
     print("\n".join(summary_lines(report)))
     if not report.ok:
         print("kappa maintain: a table or a check failed; on-call has been alerted (docs/runbook.md)", file=sys.stderr)
@@ -574,7 +571,7 @@ def _compact(args: argparse.Namespace, settings: Settings) -> int:
     if not delta_log.has_commits(table_path(settings, store)):
         print(f"{store}: no store yet (the stream has not run); nothing to compact")
         return 0
-    done = compact(spark, settings, target.pipeline, target.generation)
+    done = compact(spark, settings, target)
     print("\n".join(c.line() for c in done) or f"{store}: nothing to compact")
     return 0
 

@@ -40,7 +40,7 @@ from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import read_version
 from spark_apps.io.parallel_writes import in_parallel
 from spark_apps.io.spark_session import INTERPRETED_MAX_RECORDS, execution_for
-from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.target import Target
 from spark_apps.transforms.store import RECORD_COUNTS, record_counts
 
 log = logging.getLogger(__name__)
@@ -56,41 +56,41 @@ def new_run_id() -> str:
     return f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
-def audit(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
-          version: int | None = None, only: list[str] | None = None, run_id: str | None = None,
-          as_of: dt.datetime | None = None, kind: str = ledger.FULL) -> AuditRun:
+def audit(spark, settings: Settings, target: Target, table: str | None = None, version: int | None = None,
+          only: list[str] | None = None, run_id: str | None = None, as_of: dt.datetime | None = None,
+          kind: str = ledger.FULL) -> AuditRun:
     """Recompute the snapshots for the chosen stream batch (``kind``: full, incremental, or auto to choose), then
     reconcile against them."""
-    alignment = align(spark, settings, pipeline, generation, table, version, as_of)
+    alignment = align(spark, settings, target, table, version, as_of)
     run_id = run_id or new_run_id()
-    _selected(pipeline, generation, only)  # an unknown table name fails before the expensive recompute
-    chosen = incremental.plan(spark, settings, pipeline, generation, alignment, kind, only, as_of)
+    _selected(target, only)  # an unknown table name fails before the expensive recompute
+    chosen = incremental.plan(spark, settings, target, alignment, kind, only, as_of)
     log.info("audit %s: %s run (%s)", run_id, chosen.kind, chosen.reason)
     if chosen.base is None:
         with execution_for(spark, alignment.position.records):
-            snapshot = recompute(spark, settings, pipeline, alignment, run_id)
-            return compare_with_snapshot(spark, settings, pipeline, snapshot, generation, only,
+            snapshot = recompute(spark, settings, target.pipeline, alignment, run_id)
+            return compare_with_snapshot(spark, settings, target, snapshot, only,
                                          versions=alignment.versions, run_id=run_id, as_of=as_of,
                                          kind_reason=chosen.reason)
     with execution_for(spark, alignment.position.records - chosen.base.records):
-        extension = incremental.extend(spark, settings, pipeline, alignment, chosen.base, run_id, generation)
-        return compare_with_snapshot(spark, settings, pipeline, extension.snapshot, generation,
+        extension = incremental.extend(spark, settings, target, alignment, chosen.base, run_id)
+        return compare_with_snapshot(spark, settings, target, extension.snapshot,
                                      versions=alignment.versions, run_id=run_id, as_of=as_of,
                                      scopes=extension.scopes, base=chosen.base, kind_reason=chosen.reason)
 
 
-def _selected(pipeline: Pipeline, generation: str, only: list[str] | None) -> list[StreamTable]:
-    tables = stream_tables(pipeline, generation)
+def _selected(target: Target, only: list[str] | None) -> list[StreamTable]:
+    tables = stream_tables(target)
     if only:
         unknown = sorted(set(only) - {t.label for t in tables})
         if unknown:
-            raise PlatformError(f"pipeline {pipeline.name!r} has no stream table {', '.join(unknown)}; "
+            raise PlatformError(f"pipeline {target.name!r} has no stream table {', '.join(unknown)}; "
                                 f"its tables: {', '.join(t.label for t in tables)}")
         tables = [t for t in tables if t.label in only]
     return tables
 
 
-def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapshot: Snapshot, generation: str = "",
+def compare_with_snapshot(spark, settings: Settings, target: Target, snapshot: Snapshot,
                           only: list[str] | None = None, versions: dict[str, int] | None = None,
                           run_id: str | None = None, as_of: dt.datetime | None = None,
                           scopes: dict[str, incremental.Scope] | None = None, base: incremental.Base | None = None,
@@ -107,15 +107,16 @@ def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapsho
     from spark_apps.audit.report import write_report
 
     started = dt.datetime.now(dt.UTC)
+    pipeline = target.pipeline
     run = AuditRun(run_id=run_id or new_run_id(), pipeline=pipeline.name, position=snapshot.position, snapshot=snapshot,
                    started_at=started, seconds=dict(snapshot.seconds), as_of=as_of,
                    kind=ledger.INCREMENTAL if scopes is not None else ledger.FULL,
                    builds_on=base.run_id if base else "",
                    kind_reason=kind_reason)
-    versions = versions or table_versions(settings, pipeline, snapshot.position, generation)
+    versions = versions or table_versions(settings, target, snapshot.position)
     validator = Validator(settings, pipeline.name)
     compare_s = validate_s = 0.0
-    tables = _selected(pipeline, generation, only)
+    tables = _selected(target, only)
     skipped = {t.label for t in tables if scopes is not None and scopes[t.label].empty}
 
     def release(compared_table: tuple) -> None:
@@ -124,7 +125,7 @@ def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapsho
             frame.unpersist()
 
     def compared(table: StreamTable) -> tuple[object, object, TableDiff]:
-        stream = read_stream_table(spark, settings, pipeline, table, versions, generation)
+        stream = read_stream_table(spark, settings, target, table, versions)
         if table.label == pipeline.tables().bronze:
             stream = bronze_equivalent(stream)
         batch = read_version(spark, settings, table.snapshot, snapshot.versions[table.snapshot])
@@ -147,8 +148,7 @@ def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapsho
     ahead = (_one_ahead(spark, compared, to_compare, release)
              if scopes is not None or snapshot.records <= DIFF_AHEAD_MAX_RECORDS
              else contextlib.nullcontext(map(compared, to_compare)))
-    count_rows = functools.partial(_row_counts, spark, settings, pipeline, generation, snapshot, versions,
-                                   scopes=scopes)
+    count_rows = functools.partial(_row_counts, spark, settings, target, snapshot, versions, scopes=scopes)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-counts") as counter, ahead as diffs:
         # An incremental run's whole-table counts need no verdict: they are taken while the tables are compared,
         # whose queries of a few keys each leave a core idle.
@@ -176,7 +176,7 @@ def compare_with_snapshot(spark, settings: Settings, pipeline: Pipeline, snapsho
                                              diff, outcome))
         began = time.monotonic()
         counts = counting.result() if counting else count_rows()
-    run.contract = _contract(pipeline, generation, snapshot, counts, whole=scopes is not None)
+    run.contract = _contract(target, snapshot, counts, whole=scopes is not None)
     run.seconds.update(compare=compare_s + time.monotonic() - began, validate=validate_s)
     run.docs_url = validator.publish()
     run.report_path = write_report(settings, run)
@@ -269,24 +269,24 @@ def summary_lines(run: AuditRun) -> list[str]:
     return lines
 
 
-def _row_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, snapshot: Snapshot,
-               versions: dict[str, int], scopes: dict[str, incremental.Scope] | None = None,
+def _row_counts(spark, settings: Settings, target: Target, snapshot: Snapshot, versions: dict[str, int],
+               scopes: dict[str, incremental.Scope] | None = None,
                counted: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], int]:
     """The counts the contract needs, by ``(side, name)`` at the versions compared, all taken at once: on each side
     the records of bronze by what they became (``record_counts``: one query a side), and in an incremental run
     (``scopes``) every reconciled table's whole row count, ``counted`` where known already."""
     counted = counted or {}
-    tables = {s.stream: s for s in stream_tables(pipeline, generation)}
-    bronze = tables[pipeline.tables(generation).bronze]
+    tables = {s.stream: s for s in stream_tables(target)}
+    bronze = tables[target.tables.bronze]
 
     def stream_rows(name: str) -> int:
-        return read_stream_table(spark, settings, pipeline, tables[name], versions, generation).count()
+        return read_stream_table(spark, settings, target, tables[name], versions).count()
 
     def batch_rows(name: str) -> int:
         return read_version(spark, settings, tables[name].snapshot, snapshot.versions[tables[name].snapshot]).count()
 
     def tallied(side: str):
-        frame = read_stream_table(spark, settings, pipeline, bronze, versions, generation) if side == "stream" \
+        frame = read_stream_table(spark, settings, target, bronze, versions) if side == "stream" \
             else read_version(spark, settings, bronze.snapshot, snapshot.versions[bronze.snapshot])
         return {(side, name): int(value) for name, value in record_counts(frame).first().asDict().items()}
 
@@ -304,13 +304,13 @@ def _row_counts(spark, settings: Settings, pipeline: Pipeline, generation: str, 
     return counts
 
 
-def _contract(pipeline: Pipeline, generation: str, snapshot: Snapshot, counts: dict[tuple[str, str], int],
+def _contract(target: Target, snapshot: Snapshot, counts: dict[tuple[str, str], int],
               whole: bool = False) -> list[ContractCheck]:
     """Every record of ``[start, O)`` is accounted for on both sides: in bronze once, each a dead letter or a
     candidate, each candidate its event's winner or a duplicate, and the late events alike; with ``whole`` (an
     incremental run, which compares rows only where they can have changed), every reconciled table has as many rows
     in the stream as in the batch."""
-    tables = {s.stream: s for s in stream_tables(pipeline, generation)}
+    tables = {s.stream: s for s in stream_tables(target)}
     stream = {name: counts[("stream", name)] for name in RECORD_COUNTS}
     batch = {name: counts[("batch", name)] for name in RECORD_COUNTS}
     checks = [

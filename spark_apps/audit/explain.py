@@ -103,12 +103,12 @@ def explain(spark, settings: Settings, target: Target, table: str, given_key: li
     row, bronze = _ledger_rows(spark, settings, target, table, run_id)
     found = Explanation(table, key, row["run_id"], row["stream_table"], int(row["stream_version"]),
                         row["snapshot_table"], row["snapshot_version"])
-    stream = read_view(spark, settings, pipeline, names.gold(gold.name), found.stream_version, target.generation)
+    stream = read_view(spark, settings, target, names.gold(gold.name), found.stream_version)
     found.stream_rows = _rows(_where_key(stream, key))
     if found.snapshot_version is not None:
         batch = read_version(spark, settings, found.snapshot_table, found.snapshot_version)
         found.batch_rows = _rows(_where_key(batch, key))
-    stream_bronze = read_view(spark, settings, pipeline, names.bronze, found.stream_version, target.generation)
+    stream_bronze = read_view(spark, settings, target, names.bronze, found.stream_version)
     found.stream_events = _feeding(stream_bronze, gold, key, pipeline, settings)
     if bronze is not None and bronze["snapshot_version"] is not None:
         batch_bronze = read_version(spark, settings, bronze["snapshot_table"], bronze["snapshot_version"])
@@ -199,8 +199,8 @@ def _last_write(spark, settings: Settings, target: Target, name: str, key: Mappi
     batch = _where_key(renamed, key).agg(F.max("batch_id")).first()[0]
     if batch is None:
         return None
-    commits = read_view(spark, settings, target.pipeline, target.tables.commits, int(row["stream_version"]),
-                        target.generation).where(F.col("batch_id") == batch).collect()
+    commits = read_view(spark, settings, target, target.tables.commits, int(row["stream_version"])) \
+        .where(F.col("batch_id") == batch).collect()
     commit = next((c for c in commits if c["app_id"] == row["stream_app_id"]), commits[0] if commits else None)
     app_id = commit["app_id"] if commit else row["stream_app_id"]
     return StreamWrite(int(batch), app_id, batch_version(store, app_id, int(batch)),

@@ -45,8 +45,8 @@ from spark_apps.io.key_sets import fixed_changes, key_set
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.io.log_reader import read_log_range
 from spark_apps.io.parallel_writes import in_parallel, write_in_parallel
-from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.provenance import pipeline_version
+from spark_apps.pipeline.target import Target
 from spark_apps.transforms.events import (
     COORDINATES,
     WINNER_POSITION,
@@ -136,7 +136,7 @@ def choose(requested: str, base: Base | None, why_no_base: str, last_full_at: dt
     return Plan(ledger.INCREMENTAL, f"builds on verified run {base.run_id}", base)
 
 
-def plan(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment, requested: str,
+def plan(spark, settings: Settings, target: Target, alignment: Alignment, requested: str,
          only: list[str] | None, as_of: dt.datetime | None) -> Plan:
     if requested not in KINDS:
         raise PlatformError(f"audit kind must be one of {', '.join(KINDS)}, got {requested!r}")
@@ -146,8 +146,8 @@ def plan(spark, settings: Settings, pipeline: Pipeline, generation: str, alignme
         if requested == ledger.INCREMENTAL:
             raise PlatformError("an incremental audit extends every snapshot table; it cannot take --only")
         return Plan(ledger.FULL, "--only audits a subset of tables, which no later run can build on")
-    newest, last_full_at = _ledger_facts(spark, settings, pipeline.name)
-    base, why = _base(settings, pipeline, generation, alignment, newest)
+    newest, last_full_at = _ledger_facts(spark, settings, target.name)
+    base, why = _base(settings, target, alignment, newest)
     outcome = choose(requested, base, why, last_full_at, as_of or dt.datetime.now(dt.UTC),
                      settings.full_audit_every_s)
     if requested == ledger.INCREMENTAL and outcome.kind != ledger.INCREMENTAL:
@@ -172,21 +172,20 @@ def _ledger_facts(spark, settings: Settings, pipeline: str) -> tuple[list[dict],
     return [r.asDict() for r in rows.where(F.col("run_id") == newest["run_id"]).collect()], last_full_at
 
 
-def _base(settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
-          newest: list[dict]) -> tuple[Base | None, str]:
+def _base(settings: Settings, target: Target, alignment: Alignment, newest: list[dict]) -> tuple[Base | None, str]:
     """The newest run, if it can be extended to ``alignment``: it succeeded on every table with this code, over the
     same log from the same start, to a prefix of this one, and the snapshots are still as it verified them."""
     if not newest:
         return None, "the ledger has no run"
     rows = {r["table"]: r for r in newest}
     position = alignment.position
-    tables = stream_tables(pipeline, generation)
+    tables = stream_tables(target)
     first = newest[0]
     problem = None
     if not all(r["success"] for r in newest):
         problem = "it did not succeed"
-    elif not same_code(first["code_version"], pipeline_version(pipeline)):
-        problem = f"it ran code {first['code_version']}, this is {pipeline_version(pipeline)}"
+    elif not same_code(first["code_version"], pipeline_version(target.pipeline)):
+        problem = f"it ran code {first['code_version']}, this is {pipeline_version(target.pipeline)}"
     elif first["topic"] != position.topic or _starts(first["start_offsets"]) != _starts(position.start_offsets):
         problem = "it audited another log or another start"
     elif any(o > position.end_offsets.get(p, 0) for p, o in first["end_offsets"].items()):
@@ -196,7 +195,7 @@ def _base(settings: Settings, pipeline: Pipeline, generation: str, alignment: Al
     elif any(rows[t.label]["stream_version"] > alignment.versions[t.stream] for t in tables):
         problem = "it verified later stream versions"
     if problem is None:
-        problem = _unchanged_since(settings, pipeline, generation, tables, rows, alignment)
+        problem = _unchanged_since(settings, target, tables, rows, alignment)
     if problem:
         return None, f"the newest run {first['run_id']}: {problem}"
     contract = next(r for r in newest if r["stream_table"] == "")
@@ -205,16 +204,16 @@ def _base(settings: Settings, pipeline: Pipeline, generation: str, alignment: Al
                 stream_versions={t.stream: rows[t.label]["stream_version"] for t in tables}), ""
 
 
-def _unchanged_since(settings: Settings, pipeline: Pipeline, generation: str, tables: list, rows: dict,
+def _unchanged_since(settings: Settings, target: Target, tables: list, rows: dict,
                      alignment: Alignment) -> str | None:
     """Why the run's snapshots or the stream's history since it cannot be built on, or None."""
     for t in tables:
         if delta_log.latest_version(table_path(settings, t.snapshot)) != rows[t.label]["snapshot_version"]:
             return f"{t.snapshot} changed after it"
-    store = table_path(settings, pipeline.tables(generation).store)
-    bronze = pipeline.tables(generation).bronze
+    store = table_path(settings, target.tables.store)
+    bronze = target.tables.bronze
     try:
-        files_added(store, rows[pipeline.tables().bronze]["stream_version"], alignment.versions[bronze])
+        files_added(store, rows[target.pipeline.tables().bronze]["stream_version"], alignment.versions[bronze])
     except HistoryGone as gone:
         return str(gone)
     return None
@@ -224,11 +223,11 @@ def _starts(offsets: dict) -> dict[int, int]:
     return {int(p): int(o) for p, o in (offsets or {}).items() if o}
 
 
-def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, base: Base, run_id: str,
-           generation: str = "") -> Extension:
+def extend(spark, settings: Settings, target: Target, alignment: Alignment, base: Base, run_id: str) -> Extension:
     """Extend the batch snapshots from ``base`` by the records ``[O₁, O₂)``, and scope the comparison."""
     from pyspark.sql import functions as F
 
+    pipeline = target.pipeline
     position = alignment.position
     new_span = StreamPosition(position.table_version, position.app_id, position.batch_id, position.topic,
                               {p: base.end_offsets.get(p, position.start_offsets.get(p, 0))
@@ -238,7 +237,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
     schema, rule = pipeline.schema, pipeline.lateness_rule(settings)
     labels = pipeline.tables()
     key = (schema.id_field,)
-    snapshots = {t.label: t.snapshot for t in stream_tables(pipeline)}
+    snapshots = {t.label: t.snapshot for t in stream_tables(target)}
     location = {label: table_path(settings, snapshot) for label, snapshot in snapshots.items()}
     path = {label: str(found) for label, found in location.items()}
     valid = F.col(REASON_COLUMN).isNull()
@@ -327,7 +326,7 @@ def extend(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, 
                                        else base.snapshot_versions[name])
     log.info("incremental batch recompute %s: write %s", run_id, phase_times(writes))
     with timed(snapshot.seconds, "scope"):
-        scopes = _with_stream_changes(spark, settings, pipeline, generation, alignment, base, scopes)
+        scopes = _with_stream_changes(spark, settings, target, alignment, base, scopes)
     log.info("incremental batch recompute %s: %d new records (log prefix %d) in %s", run_id, new_records,
              snapshot.records, phase_times(snapshot.seconds))
     return Extension(snapshot, scopes)
@@ -345,14 +344,14 @@ def _no_longer_winners(spark, path: str, displaced, run_id: str) -> None:
     log.info("incremental batch recompute %s: %d verified winners displaced", run_id, displaced.count())
 
 
-def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generation: str, alignment: Alignment,
-                         base: Base, scopes: dict[str, Scope]) -> dict[str, Scope]:
+def _with_stream_changes(spark, settings: Settings, target: Target, alignment: Alignment, base: Base,
+                         scopes: dict[str, Scope]) -> dict[str, Scope]:
     """Add to each table's scope the keys of every row the stream wrote to its store since the version ``base``
     verified (records and displaced winners for bronze; each gold table's rows for it), so a stray write to a key
     the new records do not touch is compared too."""
     from pyspark.sql import functions as F
 
-    labels, names = pipeline.tables(), pipeline.tables(generation)
+    labels, names = target.pipeline.tables(), target.tables
     store = table_path(settings, names.store)
     after, through = base.stream_versions[names.bronze], alignment.versions[names.bronze]
 
@@ -362,7 +361,7 @@ def _with_stream_changes(spark, settings: Settings, pipeline: Pipeline, generati
     # A displaced row names a record of the pipeline's one topic by its partition and offset.
     extra = {labels.bronze: [written(RECORD).select(*COORDINATES), written(DISPLACED).select(
         F.lit(alignment.position.topic).alias("topic"), "partition", "offset")]}
-    for gold in pipeline.gold_tables:
+    for gold in target.pipeline.gold_tables:
         rows = written(gold_kind(gold.name))
         extra[labels.gold(gold.name)] = [rows.select(*[rows[gold_column(gold.name, k)].alias(k)
                                                        for k in gold.recompute_keys])]

@@ -29,6 +29,7 @@ from spark_apps.io.stream_store import read_view
 from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.determinism import assert_deterministic
 from spark_apps.pipeline.provenance import pipeline_version
+from spark_apps.pipeline.target import Target
 from spark_apps.transforms.events import (
     COORDINATES,
     WINNER_POSITION,
@@ -59,22 +60,21 @@ class StreamTable:
     keys: tuple[str, ...]
 
 
-def stream_tables(pipeline: Pipeline, generation: str = "") -> list[StreamTable]:
+def stream_tables(target: Target) -> list[StreamTable]:
     """The tables a reconciliation compares: ``bronze.events_raw`` (every record, every column: parse, dead
     letters, lateness and winners) and every gold table.
 
     The other views of the store (dead letters, candidates, events, late events, duplicates) are the same SQL over
     bronze on both sides (``transforms.store``): bronze equal row for row makes them equal."""
-    base, named = pipeline.tables(), pipeline.tables(generation)
+    base, named = target.pipeline.tables(), target.tables
     tables = [StreamTable(base.bronze, named.bronze, f"{SNAPSHOT_SCHEMA}.events_raw", COORDINATES)]
     return tables + [StreamTable(base.gold(g.name), named.gold(g.name), f"{SNAPSHOT_SCHEMA}.{g.name}", g.primary_keys)
-                     for g in pipeline.gold_tables]
+                     for g in target.pipeline.gold_tables]
 
 
-def read_stream_table(spark, settings: Settings, pipeline: Pipeline, table: StreamTable, versions: dict[str, int],
-                      generation: str = ""):
+def read_stream_table(spark, settings: Settings, target: Target, table: StreamTable, versions: dict[str, int]):
     """The stream's side of ``table``: its view of the store at the version of one alignment."""
-    return read_view(spark, settings, pipeline, table.stream, versions[table.stream], generation)
+    return read_view(spark, settings, target, table.stream, versions[table.stream])
 
 
 def bronze_equivalent(records):
@@ -123,26 +123,26 @@ def version_for_batch(path: Location, app_id: str, batch_id: int) -> int:
     return answer
 
 
-def align(spark, settings: Settings, pipeline: Pipeline, generation: str = "", table: str | None = None,
-          version: int | None = None, as_of: dt.datetime | None = None) -> Alignment:
+def align(spark, settings: Settings, target: Target, table: str | None = None, version: int | None = None,
+          as_of: dt.datetime | None = None) -> Alignment:
     """Pick the stream batch to audit: the one ``table`` at ``version`` reflects (every stream table is a view of
     the store, so a version of one is the store's), else the last one committed (by ``as_of``, when given: a
     scheduled run for a given hour audits the same batch however late it runs)."""
-    store = table_path(settings, pipeline.tables(generation).store)
+    store = table_path(settings, target.tables.store)
     if not delta_log.has_commits(store):
-        raise PlatformError(f"pipeline {pipeline.name!r} has no stream tables in {settings.warehouse_dir}; "
+        raise PlatformError(f"pipeline {target.name!r} has no stream tables in {settings.warehouse_dir}; "
                             "run `kappa stream` first")
     if table is not None:
-        path = store if table in pipeline.stream_table_names(generation) else existing_table_path(settings, table)
+        path = store if table in target.stream_table_names() else existing_table_path(settings, table)
         anchor = position_at(path, version)
     else:
         pinned = None if as_of is None else _version_at(spark, str(store), as_of)
-        commits = read_view(spark, settings, pipeline, pipeline.tables(generation).commits, pinned, generation)
+        commits = read_view(spark, settings, target, target.tables.commits, pinned)
         last = commits.orderBy("batch_id", ascending=False).first()
         if last is None:
-            raise PlatformError(f"the stream of {pipeline.name!r} has not committed a micro-batch yet")
+            raise PlatformError(f"the stream of {target.name!r} has not committed a micro-batch yet")
         anchor = position_at(store, version_for_batch(store, last["app_id"], last["batch_id"]))
-    return Alignment(position=anchor, versions=table_versions(settings, pipeline, anchor, generation))
+    return Alignment(position=anchor, versions=table_versions(settings, target, anchor))
 
 
 def _version_at(spark, path: str, as_of: dt.datetime) -> int:
@@ -158,13 +158,12 @@ def _version_at(spark, path: str, as_of: dt.datetime) -> int:
     return found
 
 
-def table_versions(settings: Settings, pipeline: Pipeline, position: StreamPosition,
-                   generation: str = "") -> dict[str, int]:
+def table_versions(settings: Settings, target: Target, position: StreamPosition) -> dict[str, int]:
     """Per stream table, the version that reflects exactly the batch of ``position``: the store's, which every
     one of them is a view of."""
-    store = table_path(settings, pipeline.tables(generation).store)
+    store = table_path(settings, target.tables.store)
     version = version_for_batch(store, position.app_id, position.batch_id)
-    return dict.fromkeys(pipeline.stream_table_names(generation), version)
+    return dict.fromkeys(target.stream_table_names(), version)
 
 
 def check_log_complete(spark, settings: Settings, topic: str, source: str, what: str) -> None:

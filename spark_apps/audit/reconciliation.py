@@ -16,7 +16,7 @@ from spark_apps.audit.auditor import audit, summary_lines
 from spark_apps.audit.verdict import AuditRun
 from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
-from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.target import Target
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Reconciliation:
         return {**self.summary, "reused": self.reused, "report": str(self.report)}
 
 
-def reconcile_or_reuse(spark, settings: Settings, pipeline: Pipeline, generation: str = "", *,
+def reconcile_or_reuse(spark, settings: Settings, target: Target, *,
                        run_id: str | None = None, table: str | None = None, version: int | None = None,
                        only: list[str] | None = None, as_of: dt.datetime | None = None,
                        kind: str = ledger.FULL) -> Reconciliation:
@@ -57,9 +57,9 @@ def reconcile_or_reuse(spark, settings: Settings, pipeline: Pipeline, generation
     rows = ledger.run_rows(spark, settings, run_id) if run_id else []
     run = None
     if not rows:
-        run = audit(spark, settings, pipeline, generation, table=table, version=version, only=only, run_id=run_id,
+        run = audit(spark, settings, target, table=table, version=version, only=only, run_id=run_id,
                     as_of=as_of, kind=kind)
         rows = ledger.run_rows(spark, settings, run.run_id)
     summary = ledger.run_summary(rows)
     return Reconciliation(summary["run_id"], run is None, summary,
-                          report_path(settings, pipeline.name, summary["run_id"]), run)
+                          report_path(settings, target.name, summary["run_id"]), run)

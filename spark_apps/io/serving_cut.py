@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from spark_apps.core.settings import Settings
 from spark_apps.io.catalog import repr_sql, sql_escaped, table_path
 from spark_apps.io.fencing import file_lock
-from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.target import Target
 
 log = logging.getLogger(__name__)
 SERVING_SCHEMA = "serving"
@@ -170,10 +170,10 @@ def _listed(properties: dict[str, str]) -> str:
 
 # ---- I/O: the catalog and the lock -----------------------------------------------------------------------
 
-def write(spark, settings: Settings, pipeline: Pipeline, cut: Cut) -> dict[str, list[tuple[str, str]]]:
-    """Point the pipeline's cut view at ``cut`` (one metastore update moves every serving view of it); returns each
-    member's columns."""
-    relations = {m.source: member_relation(spark, settings, pipeline, cut.generation, m) for m in cut.members}
+def write(spark, settings: Settings, target: Target, cut: Cut) -> dict[str, list[tuple[str, str]]]:
+    """Point the pipeline's cut view at ``cut``, a cut of ``target``'s generation (one metastore update moves every
+    serving view of it); returns each member's columns."""
+    relations = {m.source: member_relation(spark, settings, target, m) for m in cut.members}
     columns = {m.name: typed_columns(spark.sql(f"SELECT * FROM {relations[m.source]}").schema)
                for m in cut.members}
     replace_view(spark, cut_view(cut.pipeline), cut_view_query(cut, relations, columns), cut.properties(),
@@ -181,13 +181,13 @@ def write(spark, settings: Settings, pipeline: Pipeline, cut: Cut) -> dict[str, 
     return columns
 
 
-def member_relation(spark, settings: Settings, pipeline: Pipeline, generation: str, member: Member) -> str:
+def member_relation(spark, settings: Settings, target: Target, member: Member) -> str:
     """SQL reading what a member serves at its version: a stream table's view of the store, or a batch snapshot."""
-    if member.source in pipeline.stream_table_names(generation):
+    if member.source in target.stream_table_names():
         from spark_apps.io.stream_store import queries, stored_layout
 
-        found = stored_layout(spark, settings, pipeline, generation, member.version)
-        return f"({queries(settings, pipeline, found, generation, member.version)[member.source]})"
+        found = stored_layout(spark, settings, target, member.version)
+        return f"({queries(settings, target, found, member.version)[member.source]})"
     return f"delta.`{table_path(settings, member.source)}` VERSION AS OF {member.version}"
 
 
@@ -235,27 +235,27 @@ def locked(settings: Settings, pipeline: str, wait: bool = True) -> AbstractCont
     return file_lock(settings.run_dir / f"serving-{pipeline}.lock", wait)
 
 
-def follow_stream(spark, settings: Settings, pipeline: Pipeline, generation: str, app_id: str, batch_id: int,
+def follow_stream(spark, settings: Settings, target: Target, app_id: str, batch_id: int,
                   end_offsets: dict[int, int], version: int) -> Cut | None:
-    """After a micro-batch has committed: move the cut to it (every gold table at store ``version``), when the cut
-    follows this generation's stream. Returns the new cut, or None when the cut does not follow this stream or a
-    dbt run holds it (the next batch moves it)."""
+    """After a micro-batch of ``target``'s stream has committed: move the cut to it (every gold table at store
+    ``version``), when the cut follows this generation's stream. Returns the new cut, or None when the cut does not
+    follow this stream or a dbt run holds it (the next batch moves it)."""
     def followed(cut: Cut | None) -> bool:
-        return (cut is not None and cut.follows == FOLLOWS_STREAM and cut.generation == generation
+        return (cut is not None and cut.follows == FOLLOWS_STREAM and cut.generation == target.generation
                 and cut.warehouse == str(settings.warehouse_dir))
 
-    if not followed(read(spark, pipeline.name)):
+    if not followed(read(spark, target.name)):
         return None
-    with locked(settings, pipeline.name, wait=False) as held:
+    with locked(settings, target.name, wait=False) as held:
         if not held:
             log.info("serving cut of %s: held (a dbt run or a serving decision); batch %d moves it later",
-                     pipeline.name, batch_id)
+                     target.name, batch_id)
             return None
-        current = read(spark, pipeline.name)
+        current = read(spark, target.name)
         if not followed(current):
             return None
         members = tuple(Member(m.table, m.source, version, dict(end_offsets)) for m in current.members)
-        cut = Cut(pipeline.name, FOLLOWS_STREAM, generation, f"batch {batch_id} of {app_id}", members,
+        cut = Cut(target.name, FOLLOWS_STREAM, target.generation, f"batch {batch_id} of {app_id}", members,
                   current.warehouse)
-        write(spark, settings, pipeline, cut)
+        write(spark, settings, target, cut)
         return cut

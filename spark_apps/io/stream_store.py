@@ -18,6 +18,7 @@ from spark_apps.io.catalog import delta_relation, ensure_table, ensure_view, rep
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.pipeline.declaration import Fold, Pipeline
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET
+from spark_apps.pipeline.target import Target
 from spark_apps.transforms.store import (
     COMMIT_COLUMNS,
     EPOCH,
@@ -67,8 +68,8 @@ def as_stored(pipeline: Pipeline, found: StoreLayout) -> Pipeline:
     return dataclasses.replace(pipeline, gold_tables=tuple(stored(g) for g in pipeline.gold_tables))
 
 
-def store_path(settings: Settings, pipeline: Pipeline, generation: str = "") -> str:
-    return str(table_path(settings, pipeline.tables(generation).store))
+def store_path(settings: Settings, target: Target) -> str:
+    return str(table_path(settings, target.tables.store))
 
 
 def layout(spark, settings: Settings, pipeline: Pipeline) -> StoreLayout:
@@ -128,56 +129,54 @@ def layout_of(pipeline: Pipeline, schema) -> StoreLayout:
     return StoreLayout(schema, columns, json.loads(schema[KIND].metadata.get(FOLDS) or "{}"))
 
 
-def ensure_store(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> StoreLayout:
+def ensure_store(spark, settings: Settings, target: Target) -> StoreLayout:
     """Create the store (empty, partitioned by kind and epoch) unless it exists, record the folds the pipeline
     declares now when they changed (a commit of metadata only: earlier versions keep theirs), and point every view
     at it. Returns the layout the store now has."""
-    found = layout(spark, settings, pipeline)
-    tables = pipeline.tables(generation)
+    found = layout(spark, settings, target.pipeline)
+    tables = target.tables
     ensure_table(spark, settings, tables.store, found.schema, partition_by=(KIND, EPOCH),
                  properties=STORE_PROPERTIES)
-    stored = stored_layout(spark, settings, pipeline, generation)
+    stored = stored_layout(spark, settings, target)
     if stored.folds != found.folds:
         with table_write(spark, settings, table_path(settings, tables.store), "the store's folds"):
             spark.sql(f"ALTER TABLE {delta_relation(settings, tables.store)} ALTER COLUMN {KIND} "
                       f"COMMENT {repr_sql(_folds_text(found.folds))}")
-        stored = stored_layout(spark, settings, pipeline, generation)
-    register_views(spark, settings, pipeline, found, generation)
+        stored = stored_layout(spark, settings, target)
+    register_views(spark, settings, target, found)
     return stored
 
 
-def queries(settings: Settings, pipeline: Pipeline, found: StoreLayout, generation: str = "",
-            version: int | None = None) -> dict[str, str]:
+def queries(settings: Settings, target: Target, found: StoreLayout, version: int | None = None) -> dict[str, str]:
     """Every view of the store (at ``version``) by name, as SQL, folding gold as the store says."""
-    return view_queries(relation(settings, pipeline, generation, version), as_stored(pipeline, found),
-                        pipeline.lateness_rule(settings), found.gold_columns, generation)
+    return view_queries(relation(settings, target, version), as_stored(target.pipeline, found),
+                        target.pipeline.lateness_rule(settings), found.gold_columns, target.tables)
 
 
-def register_views(spark, settings: Settings, pipeline: Pipeline, found: StoreLayout,
-                   generation: str = "") -> list[str]:
+def register_views(spark, settings: Settings, target: Target, found: StoreLayout) -> list[str]:
     """Create (or point at this warehouse's store) every view of the store; returns their names."""
-    named = queries(settings, pipeline, found, generation)
+    named = queries(settings, target, found)
     for name, query in named.items():
         ensure_view(spark, name, query)
     return list(named)
 
 
-def relation(settings: Settings, pipeline: Pipeline, generation: str = "", version: int | None = None) -> str:
+def relation(settings: Settings, target: Target, version: int | None = None) -> str:
     """SQL naming the store, at ``version`` when given."""
-    store = delta_relation(settings, pipeline.tables(generation).store)
+    store = delta_relation(settings, target.tables.store)
     return store if version is None else f"{store} VERSION AS OF {int(version)}"
 
 
-def read_view(spark, settings: Settings, pipeline: Pipeline, name: str, version: int | None = None,
-              generation: str = "", found: StoreLayout | None = None):
+def read_view(spark, settings: Settings, target: Target, name: str, version: int | None = None,
+              found: StoreLayout | None = None):
     """The view ``name`` of the store (latest, or at ``version``), by its SQL: the catalog's name is not used, so a
     read never depends on what another warehouse on the same catalog registered."""
-    found = found or stored_layout(spark, settings, pipeline, generation, version)
-    return spark.sql(queries(settings, pipeline, found, generation, version)[name])
+    found = found or stored_layout(spark, settings, target, version)
+    return spark.sql(queries(settings, target, found, version)[name])
 
 
-def changes(spark, settings: Settings, pipeline: Pipeline, name: str, keys: tuple[str, ...], after: int,
-            through: int, generation: str = ""):
+def changes(spark, settings: Settings, target: Target, name: str, keys: tuple[str, ...], after: int,
+            through: int):
     """The change feed of the view ``name`` over the store's versions ``(after, through]``, in the shape of Delta's
     Change Data Feed: each row of the view that a version inserted, deleted or updated, with ``_change_type``
     (``insert``, ``delete``, ``update_preimage``, ``update_postimage``) and ``_commit_version``.
@@ -188,10 +187,10 @@ def changes(spark, settings: Settings, pipeline: Pipeline, name: str, keys: tupl
 
     Each version is read and kept on its own before it is compared: Spark would otherwise take two scans of the
     store at different versions for one and reuse its result for both."""
-    found = stored_layout(spark, settings, pipeline, generation, through)
+    found = stored_layout(spark, settings, target, through)
 
     def at(version: int):
-        return read_view(spark, settings, pipeline, name, version, generation, found).localCheckpoint(eager=True)
+        return read_view(spark, settings, target, name, version, found).localCheckpoint(eager=True)
 
     before, feed = at(after), None
     for version in range(after + 1, through + 1):
@@ -220,15 +219,14 @@ def _changed_rows(gone, came, keys: tuple[str, ...], version: int):
             .withColumn("_commit_version", F.lit(version)))
 
 
-def stored_layout(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
-                  version: int | None = None) -> StoreLayout:
+def stored_layout(spark, settings: Settings, target: Target, version: int | None = None) -> StoreLayout:
     """What the store holds (at ``version``), from its schema."""
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
-    return layout_of(pipeline, reader.load(store_path(settings, pipeline, generation)).schema)
+    return layout_of(target.pipeline, reader.load(store_path(settings, target)).schema)
 
 
-def latest_version(settings: Settings, pipeline: Pipeline, generation: str = "") -> int:
+def latest_version(settings: Settings, target: Target) -> int:
     """The store's newest version, from its log folder (no Spark job)."""
-    return delta_log.latest_version(table_path(settings, pipeline.tables(generation).store))
+    return delta_log.latest_version(table_path(settings, target.tables.store))

@@ -415,10 +415,10 @@ def verify(lab: Lab) -> Verdict:
     """The reconciliation (batch recompute from Kafka vs every stream table) and the checker (vs the manifests)."""
     from spark_apps.audit.auditor import audit, summary_lines
 
-    run = audit(lab.spark, lab.settings, lab.pipeline)
+    run = audit(lab.spark, lab.settings, lab.target)
     if not run.success:
         log.info("%s", "\n".join(summary_lines(run)))
-    result = check_tables(lab.spark, lab.settings, lab.pipeline, lab.manifests)
+    result = check_tables(lab.spark, lab.settings, lab.target, lab.manifests)
     for line in detail_lines(result):
         log.info("chaos %s: %s", lab.name, line)
     lab.note(f"reconciliation {'passed' if run.success else 'FAILED'} ({run.position.describe()}); "
@@ -499,7 +499,7 @@ def concurrent_optimize(lab: Lab, plan: ChaosPlan) -> None:
         while feeder.running() or rounds < 2 or not lab.caught_up():
             if not process.alive():
                 raise ScenarioFailed(f"the stream died next to maintenance: {process.error()}")
-            report = maintain(lab.spark, lab.settings, lab.pipeline, optimize=True, vacuum=False)
+            report = maintain(lab.spark, lab.settings, lab.target, optimize=True, vacuum=False)
             failed = [f"{t.table}: {t.error}" for t in report.tables if t.error]
             if failed:
                 raise ScenarioFailed(f"OPTIMIZE failed next to the stream: {'; '.join(failed)}")
@@ -552,7 +552,7 @@ def checkpoint_deleted(lab: Lab, plan: ChaosPlan) -> None:
         raise ScenarioFailed(f"the job did not refuse a deleted checkpoint (exit {code}): {refusal}")
     if store_version(lab) != before or lab.checkpoint.exists():
         raise ScenarioFailed("the refused start changed a table or left a fresh checkpoint behind")
-    result = check_tables(lab.spark, lab.settings, lab.pipeline, lab.manifests)
+    result = check_tables(lab.spark, lab.settings, lab.target, lab.manifests)
     if not result.exact:
         raise ScenarioFailed(f"the tables changed after the refused start: {summary_line(result)}")
     lab.note(f"refused, tables untouched ({summary_line(result)}): {refusal}")

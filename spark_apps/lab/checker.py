@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from spark_apps.pipeline.declaration import TableNames
 from spark_apps.pipeline.event_schema import EventSchema
 from spark_apps.pipeline.synthetic import EventGenerator, Manifest, request_of
+from spark_apps.pipeline.target import Target
 
 # How many offending identities a result keeps per table and kind: enough to debug, bounded for the JSON report.
 SAMPLE = 10
@@ -182,13 +183,15 @@ def _short(item: Hashable) -> str:
 # ---- I/O ------------------------------------------------------------------------------------------------------------
 
 
-def observed_rows(spark, settings, pipeline, tables: TableNames, schema: EventSchema) -> dict[str, list[Hashable]]:
+def observed_rows(spark, settings, target: Target) -> dict[str, list[Hashable]]:
     """The row keys of each checked stream table, as :func:`expectations` names them: each view read from this
     warehouse's store by its SQL."""
     from spark_apps.io.stream_store import read_view
 
+    tables, schema = target.tables, target.pipeline.schema
+
     def rows(table: str, *columns: str) -> list:
-        frame = read_view(spark, settings, pipeline, table, generation=tables.generation)
+        frame = read_view(spark, settings, target, table)
         return [tuple(_plain(v) for v in row) for row in frame.select(*columns).collect()]
 
     fields = content_fields(schema)
@@ -201,14 +204,12 @@ def observed_rows(spark, settings, pipeline, tables: TableNames, schema: EventSc
     }
 
 
-def check_tables(spark, settings, pipeline, manifests: Sequence[Manifest], generation: str = "") -> CheckResult:
-    """Check the stream tables of ``pipeline`` against the manifests of everything its generator produced into
-    their topic."""
-    generate = pipeline.require_generator("the exactly-once checker")
-    tables = pipeline.tables(generation)
+def check_tables(spark, settings, target: Target, manifests: Sequence[Manifest]) -> CheckResult:
+    """Check the stream tables of ``target`` against the manifests of everything its pipeline's generator produced
+    into their topic."""
+    generate = target.pipeline.require_generator("the exactly-once checker")
     sent = [(manifest, record_values(manifest, generate)) for manifest in manifests]
-    return check(expectations(sent, tables, pipeline.schema),
-                 observed_rows(spark, settings, pipeline, tables, pipeline.schema))
+    return check(expectations(sent, target.tables, target.pipeline.schema), observed_rows(spark, settings, target))
 
 
 def _plain(value):

@@ -27,8 +27,8 @@ from spark_apps.io.catalog import table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.io.fencing import file_lock
-from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, compacted_query, q
+from spark_apps.pipeline.target import Target
 from spark_apps.transforms.store import COMPACTION, EPOCH, KIND, gold_column, gold_kind, gold_rows_query
 
 log = logging.getLogger(__name__)
@@ -50,38 +50,38 @@ class Compaction:
                 f"{self.rows_before} rows -> {self.rows_after}, {self.seconds:.1f}s")
 
 
-def compact(spark, settings: Settings, pipeline: Pipeline, generation: str = "") -> list[Compaction]:
-    """Compact every gold table of the store of ``pipeline``'s ``generation`` through the last epoch the stream has
-    finished; a table with nothing to fold is left alone. Returns what was done.
+def compact(spark, settings: Settings, target: Target) -> list[Compaction]:
+    """Compact every gold table of ``target``'s store through the last epoch the stream has finished; a table with
+    nothing to fold is left alone. Returns what was done.
 
     One compaction of a store at a time (a lock file; another one finds it held and does nothing): each reads the
     store at a version and replaces what it read, so a second one reading before the first committed would put
     back rows the first already folded."""
-    name = pipeline.tables(generation).store
+    name = target.tables.store
     with file_lock(_lock_path(settings, name), wait=False) as held:
         if not held:
             log.info("compaction of %s: another compaction holds %s; nothing done", name, _lock_path(settings, name))
             return []
-        return _compact(spark, settings, pipeline, generation)
+        return _compact(spark, settings, target)
 
 
 def _lock_path(settings: Settings, store: str) -> Path:
     return settings.run_dir / f"compaction-{store}.lock"
 
 
-def _compact(spark, settings: Settings, pipeline: Pipeline, generation: str) -> list[Compaction]:
+def _compact(spark, settings: Settings, target: Target) -> list[Compaction]:
     from pyspark.sql import functions as F
 
-    location = table_path(settings, pipeline.tables(generation).store)
-    version = stream_store.latest_version(settings, pipeline, generation)
-    relation = stream_store.relation(settings, pipeline, generation, version)
+    location = table_path(settings, target.tables.store)
+    version = stream_store.latest_version(settings, target)
+    relation = stream_store.relation(settings, target, version)
     newest = spark.sql(f"SELECT max({q(EPOCH)}) FROM {relation}").first()[0]
     if newest is None or newest == 0:
-        log.info("compaction of %s: no finished epoch yet", pipeline.tables(generation).store)
+        log.info("compaction of %s: no finished epoch yet", target.tables.store)
         return []
     through = newest - 1
-    found = stream_store.stored_layout(spark, settings, pipeline, generation, version)
-    stored = stream_store.as_stored(pipeline, found)
+    found = stream_store.stored_layout(spark, settings, target, version)
+    stored = stream_store.as_stored(target.pipeline, found)
     schema = found.schema
     done = []
     for gold in stored.gold_tables:
@@ -107,7 +107,7 @@ def _compact(spark, settings: Settings, pipeline: Pipeline, generation: str) -> 
                   .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
         with table_write(spark, settings, location, f"compaction of {kind}"):
             with_retries(lambda w=writer: w.save(str(location)), f"compaction of {kind}")
-        result = Compaction(pipeline.tables(generation).gold(gold.name), through, counts.batch, counts.rows, after,
+        result = Compaction(target.tables.gold(gold.name), through, counts.batch, counts.rows, after,
                             time.monotonic() - started)
         log.info("%s", result.line())
         done.append(result)

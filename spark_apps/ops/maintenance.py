@@ -35,10 +35,9 @@ from spark_apps.io.catalog import table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.ops.compaction import Compaction, compact
-from spark_apps.pipeline.declaration import Pipeline
+from spark_apps.pipeline.target import Target
 from spark_apps.serving.state import SERVING_STATE_TABLE
 from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
-from spark_apps.target.resolution import target_of
 
 log = logging.getLogger(__name__)
 SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)
@@ -76,12 +75,14 @@ class MaintenanceReport:
         return all(c.ok for c in self.checks) and not any(t.error for t in self.tables)
 
 
-def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = True,
+def maintain(spark, settings: Settings, target: Target, optimize: bool = True,
              vacuum: bool = True) -> MaintenanceReport:
-    """Maintain every existing table of the pipeline, then run both checks (each alerts when it fails)."""
+    """Maintain every existing table of the target's generation, then run both checks (each alerts when it
+    fails)."""
+    pipeline = target.pipeline
     report = MaintenanceReport(pipeline=pipeline.name)
-    report.compactions = _compact(spark, settings, pipeline)
-    for table in maintained_tables(pipeline):
+    report.compactions = _compact(spark, settings, target)
+    for table in maintained_tables(target):
         path = table_path(settings, table)
         if delta_log.has_commits(path):
             report.tables.append(_maintain_table(spark, settings, table, path, optimize, vacuum))
@@ -94,30 +95,27 @@ def maintain(spark, settings: Settings, pipeline: Pipeline, optimize: bool = Tru
     else:
         resolve(settings, maintenance_key(pipeline.name, "tables"), f"maintenance {pipeline.name}",
                 f"every table of {pipeline.name} was maintained", spark)
-    report.checks = [check_checkpoint(spark, settings, pipeline), check_log_retention(spark, settings, pipeline)]
+    report.checks = [check_checkpoint(spark, settings, target), check_log_retention(spark, settings, target)]
     return report
 
 
-def _compact(spark, settings: Settings, pipeline: Pipeline) -> list[Compaction]:
+def _compact(spark, settings: Settings, target: Target) -> list[Compaction]:
     """Compaction of the store before its OPTIMIZE (which then packs the compacted files too); a failure is logged
     and left to the next run: the views are the same either way."""
-    from spark_apps.target.generations import active
-
-    generation = active(spark, settings, pipeline.name)
-    store = pipeline.tables(generation).store
+    store = target.tables.store
     if not delta_log.has_commits(table_path(settings, store)):
         return []
     try:
-        return compact(spark, settings, pipeline, generation)
+        return compact(spark, settings, target)
     except Exception as exc:  # compaction only makes reads cheaper; it must not stop maintenance
         log.error("compaction of %s failed: %s", store, str(exc).strip().splitlines()[0])
         return []
 
 
-def maintained_tables(pipeline: Pipeline) -> list[str]:
-    """The stream's store (every stream table is a view of it), the batch snapshots, and the audit tables every
+def maintained_tables(target: Target) -> list[str]:
+    """The generation's store (every stream table is a view of it), the batch snapshots, and the audit tables every
     pipeline shares."""
-    return [pipeline.tables().store, *(t.snapshot for t in stream_tables(pipeline)), *SHARED_AUDIT_TABLES]
+    return [target.tables.store, *(t.snapshot for t in stream_tables(target)), *SHARED_AUDIT_TABLES]
 
 
 def _maintain_table(spark, settings: Settings, table: str, path: Location, optimize: bool,
@@ -163,15 +161,15 @@ def maintenance_key(pipeline: str, what: str) -> str:
     return f"maintenance:{pipeline}:{what}"
 
 
-def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
+def check_checkpoint(spark, settings: Settings, target: Target) -> Check:
     """The streaming checkpoint agrees with ``stream.commits``; a critical alert when it does not."""
     from pyspark.sql import functions as F
 
-    checkpoint = target_of(settings, pipeline).checkpoint
-    if not delta_log.has_commits(table_path(settings, pipeline.tables().store)):
+    pipeline, checkpoint = target.pipeline, target.checkpoint
+    if not delta_log.has_commits(table_path(settings, target.tables.store)):
         return Check(CHECKPOINT, True, f"no stream tables in {settings.warehouse_dir} yet")
     done_before = _last(lineage.committed_batches(checkpoint))
-    rows = stream_store.read_view(spark, settings, pipeline, pipeline.tables().commits) \
+    rows = stream_store.read_view(spark, settings, target, target.tables.commits) \
         .groupBy("app_id").agg(F.max("batch_id").alias("last"))
     recorded = {r.app_id: r.last for r in rows.collect()}
     done_after = _last(lineage.committed_batches(checkpoint))
@@ -179,25 +177,26 @@ def check_checkpoint(spark, settings: Settings, pipeline: Pipeline) -> Check:
     problem = checkpoint_problem(app_id, recorded, done_before, done_after)
     if not problem:
         resolve(settings, maintenance_key(pipeline.name, "checkpoint"), f"maintenance {pipeline.name}",
-                f"{checkpoint} agrees with {pipeline.tables().commits} again", spark)
-        return Check(CHECKPOINT, True, f"{checkpoint} committed batch {done_after}; {pipeline.tables().commits} "
+                f"{checkpoint} agrees with {target.tables.commits} again", spark)
+        return Check(CHECKPOINT, True, f"{checkpoint} committed batch {done_after}; {target.tables.commits} "
                                        f"holds {max(recorded.values(), default='none')}")
-    summary = f"checkpoint {checkpoint} of {pipeline.name} disagrees with {pipeline.tables().commits}: {problem}"
+    summary = f"checkpoint {checkpoint} of {pipeline.name} disagrees with {target.tables.commits}: {problem}"
     raise_alert(spark, settings, Alert(
         severity="critical", summary=summary, source=f"maintenance {pipeline.name}",
-        dedup_key=maintenance_key(pipeline.name, "checkpoint"), table=pipeline.tables().commits,
+        dedup_key=maintenance_key(pipeline.name, "checkpoint"), table=target.tables.commits,
         details={"checkpoint": str(checkpoint), "app_id": app_id, "recorded": recorded,
                  "checkpoint_committed": done_after}, runbook=runbook("maintenance-failed")))
     return Check(CHECKPOINT, False, summary)
 
 
-def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
+def check_log_retention(spark, settings: Settings, target: Target) -> Check:
     """The topic still holds every offset from the stream's start to the last batch it recorded.
 
     A lost range raises the ``retention:<topic>`` alert (in ``check_retention``); a log that cannot be
     read raises a critical maintenance alert, since a replay could not be vouched for either.
     """
-    position = last_position(spark, settings, pipeline)
+    pipeline = target.pipeline
+    position = last_position(spark, settings, target)
     if position is None:
         return Check(LOG_RETENTION, True, "the stream has consumed nothing yet")
     source = f"maintenance {pipeline.name}"
@@ -221,7 +220,7 @@ def check_log_retention(spark, settings: Settings, pipeline: Pipeline) -> Check:
     return Check(LOG_RETENTION, True, f"{position.topic} still holds {spans} (batch {position.batch_id})")
 
 
-def last_position(spark, settings: Settings, pipeline: Pipeline) -> lineage.StreamPosition | None:
+def last_position(spark, settings: Settings, target: Target) -> lineage.StreamPosition | None:
     """The log prefix of the last batch in the commit log, None before the first one.
 
     Read from its rows (the batch's end, the start of its app's first batch), not from the table history,
@@ -229,10 +228,10 @@ def last_position(spark, settings: Settings, pipeline: Pipeline) -> lineage.Stre
     """
     from pyspark.sql import functions as F
 
-    if not delta_log.has_commits(table_path(settings, pipeline.tables().store)):
+    if not delta_log.has_commits(table_path(settings, target.tables.store)):
         return None
-    version = stream_store.latest_version(settings, pipeline)
-    rows = stream_store.read_view(spark, settings, pipeline, pipeline.tables().commits, version)
+    version = stream_store.latest_version(settings, target)
+    rows = stream_store.read_view(spark, settings, target, target.tables.commits, version)
     last = rows.orderBy(F.desc("batch_id")).first()
     if last is None:
         return None

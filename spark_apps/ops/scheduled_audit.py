@@ -32,7 +32,6 @@ from spark_apps.audit import ledger
 from spark_apps.audit.reconciliation import Reconciliation, reconcile_or_reuse
 from spark_apps.core.object_path import ObjectStoreUnavailable
 from spark_apps.core.settings import Settings
-from spark_apps.pipeline.declaration import Pipeline
 from spark_apps.pipeline.target import Target
 from spark_apps.serving import state
 from spark_apps.serving.state import LAMBDA, Decision
@@ -94,14 +93,13 @@ def audit_due(modes: Mapping[str, str], gold_tables: Sequence[str], last_run_at:
 
 # ---- I/O -------------------------------------------------------------------------------------------------------
 
-def due_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
-           as_of: dt.datetime | None = None) -> Due:
-    """:func:`audit_due` for the generation's gold tables, from the serving state and the ledger as of ``as_of``
+def due_at(spark, settings: Settings, target: Target, as_of: dt.datetime | None = None) -> Due:
+    """:func:`audit_due` for the target's gold tables, from the serving state and the ledger as of ``as_of``
     (default: now, the wall clock, for a run that stands for the moment it is called)."""
     when = as_of if as_of is not None else dt.datetime.now(dt.UTC)
-    gold = [pipeline.tables().gold(g.name) for g in pipeline.gold_tables]
-    return audit_due(state.current_modes(spark, settings, pipeline.name), gold,
-                     state.last_audit_at(spark, settings, pipeline, generation, at_or_before=when), when,
+    gold = [target.pipeline.tables().gold(g.name) for g in target.pipeline.gold_tables]
+    return audit_due(state.current_modes(spark, settings, target.name), gold,
+                     state.last_audit_at(spark, settings, target, at_or_before=when), when,
                      settings.kappa_audit_every_s)
 
 
@@ -109,14 +107,14 @@ def reconcile(spark, settings: Settings, target: Target, *, run_id: str | None =
               as_of: dt.datetime | None = None, if_due: bool = False, serve: bool = True, table: str | None = None,
               version: int | None = None, only: list[str] | None = None, kind: str = "full") -> ScheduledReconciliation:
     """Reconcile ``target``, the active generation of its pipeline (see the module's docstring for the steps)."""
-    pipeline, generation = target.pipeline, target.generation
+    pipeline = target.pipeline
     due = None
     if if_due and not (run_id and ledger.run_rows(spark, settings, run_id)):
-        due = due_at(spark, settings, pipeline, generation, as_of)
+        due = due_at(spark, settings, target, as_of)
         if not due.due:
             return ScheduledReconciliation(pipeline.name, None, due)
-    reconciliation = reconcile_or_reuse(spark, settings, pipeline, generation, run_id=run_id, table=table,
-                                        version=version, only=only, as_of=as_of, kind=kind)
+    reconciliation = reconcile_or_reuse(spark, settings, target, run_id=run_id, table=table, version=version,
+                                        only=only, as_of=as_of, kind=kind)
     decisions = tuple(state.advance(spark, settings, pipeline, reconciliation.run_id)) if serve else ()
     resolve(settings, storage_key(pipeline.name), f"reconcile {pipeline.name}",
             f"the audit of {pipeline.name} read and wrote the object store again", spark)

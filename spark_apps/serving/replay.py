@@ -31,7 +31,7 @@ from spark_apps.core.paths import report_path
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.declaration import Pipeline, load_pipeline
 from spark_apps.pipeline.provenance import pipeline_version
-from spark_apps.pipeline.target import BASE, display
+from spark_apps.pipeline.target import BASE, Target, display
 from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 from spark_apps.target import generations
@@ -256,6 +256,7 @@ def audit_generation(spark, settings: Settings, pipeline: Pipeline, generation: 
     A ``run_id`` already in the ledger is reused, not recomputed. A failed reconciliation alerts; serving is untouched.
     """
     from spark_apps.audit.reconciliation import reconcile_or_reuse
+    from spark_apps.target.resolution import target_of
 
     events = generations.read(spark, settings, pipeline.name)
     name = generation if generation is not None else generations.awaiting(
@@ -265,12 +266,12 @@ def audit_generation(spark, settings: Settings, pipeline: Pipeline, generation: 
     rerun = swapped is not None and swapped.status == ACTIVE and run_id is not None and swapped.run_id == run_id
     event = generations.check_status(events, name, (BUILT, RECONCILED, FAILED, *((ACTIVE,) if rerun else ())),
                                      "reconcile")
-    pipeline = _code_of(events, name, pipeline)
+    target = target_of(settings, _code_of(events, name, pipeline), name)
     run_id = run_id or replay_run_id(name, dt.datetime.now(dt.UTC))
-    reconciliation = reconcile_or_reuse(spark, settings, pipeline, name, run_id=run_id)
+    reconciliation = reconcile_or_reuse(spark, settings, target, run_id=run_id)
     log.info("%s", "\n".join(reconciliation.lines))
     result = reconciliation.summary
-    gold = {pipeline.tables(name).gold(g.name) for g in pipeline.gold_tables}
+    gold = {target.tables.gold(g.name) for g in target.pipeline.gold_tables}
     if not gold <= {t["stream_table"] for t in result["tables"]}:
         raise ReplayRefused(f"run {run_id} in the ledger did not reconcile generation {name}'s gold tables")
     status = RECONCILED if result["success"] else FAILED
@@ -282,13 +283,15 @@ def audit_generation(spark, settings: Settings, pipeline: Pipeline, generation: 
         resolve(settings, replay_key(pipeline.name, name), f"kappa replay ({pipeline.name})",
                 f"reconciliation {run_id} of generation {name} is exact", spark)
     else:
-        _alert_failed(spark, settings, pipeline, name, result)
+        _alert_failed(spark, settings, target, result)
     return {**result, "generation": name, "status": status, "report": str(reconciliation.report)}
 
 
 def swap(spark, settings: Settings, pipeline: Pipeline, generation: str | None = None,
          reason: str = "") -> list[Decision]:
     """Serve a reconciled generation: make it active, then move every gold view to it in one commit."""
+    from spark_apps.target.resolution import target_of
+
     events = generations.read(spark, settings, pipeline.name)
     name = generation if generation is not None else generations.awaiting(
         events, (RECONCILED,), "a generation is swapped in after an exact `kappa replay reconcile`")
@@ -309,7 +312,8 @@ def swap(spark, settings: Settings, pipeline: Pipeline, generation: str | None =
             GenerationEvent(pipeline.name, previous, RETIRED, generations.spec_for(events, previous, ""),
                             run_id=event.run_id, reason=f"replaced by {name}")])
     decisions = swap_decisions(serving.current(spark, settings, pipeline.name),
-                               _reconciled(spark, settings, pipeline, name, event.run_id), name, event.run_id, reason)
+                               _reconciled(spark, settings, target_of(settings, pipeline, name), event.run_id), name,
+                               event.run_id, reason)
     serving.record(spark, settings, pipeline, decisions)
     return decisions
 
@@ -359,14 +363,14 @@ def _history(spark, settings: Settings, pipeline: Pipeline) -> list[Decision]:
     return [d for d in serving.history(spark, settings) if d.table in gold]
 
 
-def _reconciled(spark, settings: Settings, pipeline: Pipeline, generation: str, run_id: str) -> list[ReconciledTable]:
+def _reconciled(spark, settings: Settings, target: Target, run_id: str) -> list[ReconciledTable]:
     """The gold rows of the generation's exact reconciliation: what the swapped views read."""
     rows = {r["table"]: r for r in ledger.run_rows(spark, settings, run_id)}
     tables = []
-    for gold in pipeline.gold_tables:
-        row = rows.get(pipeline.tables().gold(gold.name))
-        if row is None or row["stream_table"] != pipeline.tables(generation).gold(gold.name) or not row["success"]:
-            raise ReplayRefused(f"run {run_id} did not reconcile {pipeline.tables(generation).gold(gold.name)} "
+    for gold in target.pipeline.gold_tables:
+        row = rows.get(target.pipeline.tables().gold(gold.name))
+        if row is None or row["stream_table"] != target.tables.gold(gold.name) or not row["success"]:
+            raise ReplayRefused(f"run {run_id} did not reconcile {target.tables.gold(gold.name)} "
                                 "exactly; the swap needs every gold table of the generation proven")
         tables.append(ReconciledTable(row["table"], row["stream_table"], row["snapshot_table"],
                                       row["snapshot_version"]))
@@ -378,7 +382,8 @@ def replay_key(pipeline: str, generation: str) -> str:
     return f"replay:{pipeline}:{generation}"
 
 
-def _alert_failed(spark, settings: Settings, pipeline: Pipeline, generation: str, result: dict) -> None:
+def _alert_failed(spark, settings: Settings, target: Target, result: dict) -> None:
+    pipeline, generation = target.pipeline, target.generation
     failed = [t["table"] for t in result["tables"] if not t["success"]]
     raise_alert(spark, settings, Alert(
         severity="warning",

@@ -26,8 +26,9 @@ from spark_apps.io.catalog import ensure_table, read_if_present, table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.serving_cut import Cut, Member, serving_view
 from spark_apps.pipeline.declaration import Pipeline
-from spark_apps.pipeline.target import display
+from spark_apps.pipeline.target import Target, display
 from spark_apps.target import generations
+from spark_apps.target.resolution import target_of
 
 log = logging.getLogger(__name__)
 SERVING_STATE_TABLE = "audit.serving_state"
@@ -319,7 +320,7 @@ def history(spark, settings: Settings, table: str | None = None) -> list[Decisio
     return [d for d in _decisions(spark, settings) if table is None or d.table == table]
 
 
-def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str = "",
+def last_audit_at(spark, settings: Settings, target: Target,
                   at_or_before: dt.datetime | None = None) -> dt.datetime | None:
     """The moment the newest reconciliation of the generation's gold tables stands for (at or before
     ``at_or_before``, when given), or None before the first (a replay's run audits another generation and does not
@@ -334,8 +335,8 @@ def last_audit_at(spark, settings: Settings, pipeline: Pipeline, generation: str
     if rows is None:
         return None
     stands_for = F.coalesce(F.col("as_of"), F.col("started_at")) if "as_of" in rows.columns else F.col("started_at")
-    gold = [pipeline.tables(generation).gold(g.name) for g in pipeline.gold_tables]
-    return (rows.where((F.col("pipeline") == pipeline.name) & F.col("stream_table").isin(gold)
+    gold = [target.tables.gold(g.name) for g in target.pipeline.gold_tables]
+    return (rows.where((F.col("pipeline") == target.name) & F.col("stream_table").isin(gold)
                        & (F.lit(True) if at_or_before is None else stands_for <= F.lit(at_or_before)))
             .agg(F.max(stands_for)).first()[0])
 
@@ -346,8 +347,9 @@ def register_views(spark, settings: Settings, pipeline: Pipeline) -> list[Decisi
     if not decisions:
         return []
     with serving_cut.locked(settings, pipeline.name):
-        cut = decided_cut(spark, settings, pipeline, decisions)
-        columns = serving_cut.write(spark, settings, pipeline, cut)
+        target = target_of(settings, pipeline, generations.active(spark, settings, pipeline.name))
+        cut = decided_cut(spark, settings, target, decisions)
+        columns = serving_cut.write(spark, settings, target, cut)
         for d in decisions:
             pinned = f" VERSION AS OF {d.source_version}" if d.source_version is not None else ""
             properties = {"kappa.serving.mode": d.mode, "kappa.serving.source": served_from(d),
@@ -363,15 +365,16 @@ def register_views(spark, settings: Settings, pipeline: Pipeline) -> list[Decisi
     return decisions
 
 
-def decided_cut(spark, settings: Settings, pipeline: Pipeline, decisions: list[Decision]) -> Cut:
-    """The cut the decisions serve. When every gold table serves the stream: the versions of the stream's newest
-    micro-batch, and the stream moves the cut from there. Otherwise the audited cut: each batch snapshot, and for a
-    table still on the stream the stream version that reconciliation proved equal, all at that run's offsets."""
+def decided_cut(spark, settings: Settings, target: Target, decisions: list[Decision]) -> Cut:
+    """The cut the decisions serve, of ``target``'s (the active) generation. When every gold table serves the
+    stream: the versions of the stream's newest micro-batch, and the stream moves the cut from there. Otherwise the
+    audited cut: each batch snapshot, and for a table still on the stream the stream version that reconciliation
+    proved equal, all at that run's offsets."""
     from spark_apps.audit.recompute import align
 
-    generation = generations.active(spark, settings, pipeline.name)
+    pipeline, generation = target.pipeline, target.generation
     if all(d.mode == KAPPA for d in decisions):
-        alignment = align(spark, settings, pipeline, generation)
+        alignment = align(spark, settings, target)
         position = alignment.position
         members = tuple(Member(d.table, d.source_table, alignment.versions[d.source_table], position.end_offsets)
                         for d in sorted(decisions, key=lambda d: d.table))
@@ -391,8 +394,7 @@ def decided_cut(spark, settings: Settings, pipeline: Pipeline, decisions: list[D
             runs.get(("stream", d.table, d.source_table))
         if row is None or row["stream_table"] != d.source_table:
             row = runs.get(("stream", d.table, d.source_table))
-        version = row["stream_version"] if row is not None else stream_store.latest_version(
-            settings, pipeline, generation)
+        version = row["stream_version"] if row is not None else stream_store.latest_version(settings, target)
         members.append(Member(d.table, d.source_table, version, _offsets(row)))
     basis = f"run {anchor['run_id']}" if anchor is not None else f"run {decisions[0].run_id}"
     return Cut(pipeline.name, serving_cut.FOLLOWS_AUDIT, generation, basis, tuple(members), str(settings.warehouse_dir))

@@ -109,7 +109,6 @@ class StreamJob:
         self.settings = settings
         self.target = target
         self.pipeline: Pipeline = target.pipeline
-        self.generation = target.generation
         self.tables: TableNames = target.tables
         self.topic = target.topic
         self.checkpoint: Location = target.checkpoint
@@ -148,7 +147,7 @@ class StreamJob:
         on_time = candidate_rows(parse_records(raw, self.pipeline.schema), self.pipeline.schema) \
             .withColumn(LATE, F.lit(False))
         assert_deterministic(self.pipeline, on_time, self.settings)
-        self.layout = stream_store.ensure_store(self.spark, self.settings, self.pipeline, self.generation)
+        self.layout = stream_store.ensure_store(self.spark, self.settings, self.target)
 
     # ---- checkpoint safety -------------------------------------------------------------------
 
@@ -156,8 +155,8 @@ class StreamJob:
         """Return the app id tied to this checkpoint, refusing any state that would skip or repeat data."""
         done = lineage.committed_batches(self.checkpoint)
         last_done = done[-1] if done else -1
-        commits = stream_store.read_view(self.spark, self.settings, self.pipeline, self.tables.commits,
-                                         generation=self.generation, found=self.layout)
+        commits = stream_store.read_view(self.spark, self.settings, self.target, self.tables.commits,
+                                         found=self.layout)
         last_per_app = commits.groupBy("app_id").agg({"batch_id": "max"}).collect()
         recorded = {r["app_id"]: r["max(batch_id)"] for r in last_per_app}
         app_id = read_app_id(self.checkpoint)
@@ -177,7 +176,7 @@ class StreamJob:
         """Delete this job's checkpoint (Spark's state with it), store and views (the log is untouched); never under
         a running instance."""
         self.fence.acquire()
-        for view in self.pipeline.stream_table_names(self.generation):
+        for view in self.target.stream_table_names():
             self.spark.sql(f"DROP VIEW IF EXISTS {view}")
         self.spark.sql(f"DROP TABLE IF EXISTS {self.tables.store}")
         remove_tree(self.store_location)
@@ -295,8 +294,7 @@ class StreamJob:
     def _events_before(self, spark):
         """``silver.events`` as the store holds it before this batch (its newest version: the batch has not
         written)."""
-        return stream_store.read_view(spark, self.settings, self.pipeline, self.tables.events,
-                                      generation=self.generation, found=self.layout)
+        return stream_store.read_view(spark, self.settings, self.target, self.tables.events, found=self.layout)
 
     def _append(self, parts: list, batch_id: int, small: bool) -> None:
         """Append every part of the batch to the store in one commit, in the store's columns, in its epoch."""
@@ -335,8 +333,8 @@ class StreamJob:
         attempt had."""
         from pyspark.sql import functions as F
 
-        candidates = stream_store.read_view(spark, self.settings, self.pipeline, self.tables.candidates,
-                                            generation=self.generation, found=self.layout)
+        candidates = stream_store.read_view(spark, self.settings, self.target, self.tables.candidates,
+                                            found=self.layout)
         if not start:
             return {}
         before = candidates.where(F.col("offset") < F.coalesce(per_partition(start, F.col("partition")), F.lit(0)))
@@ -347,9 +345,8 @@ class StreamJob:
         """Serve this batch, when the pipeline's serving cut follows this stream. A catalog that fails here leaves
         serving on the previous cut (said in the log) and the stream writing: the next batch moves the cut."""
         try:
-            serving_cut.follow_stream(spark, self.settings, self.pipeline, self.generation, self.app_id, batch_id,
-                                      end, stream_store.latest_version(self.settings, self.pipeline,
-                                                                       self.generation))
+            serving_cut.follow_stream(spark, self.settings, self.target, self.app_id, batch_id, end,
+                                      stream_store.latest_version(self.settings, self.target))
         except Exception as exc:  # noqa: BLE001 - serving lags a batch; the tables must not
             log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
                         str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)

@@ -160,10 +160,10 @@ def gold_rows_query(store: str, gold: GoldTable, columns: Sequence[str]) -> str:
 
 
 def view_queries(store: str, pipeline: Pipeline, rule: LatenessRule, gold_columns: Mapping[str, Sequence[str]],
-                 generation: str = "") -> dict[str, str]:
-    """Every view of the store by its name: its SQL over ``store`` (the store's relation, e.g. ``delta.`path```
-    or ``delta.`path` VERSION AS OF 7``). ``gold_columns``: each gold table's stored columns."""
-    tables = pipeline.tables(generation)
+                 tables: TableNames) -> dict[str, str]:
+    """Every view of the store by its name in ``tables`` (its generation's): its SQL over ``store`` (the store's
+    relation, e.g. ``delta.`path``` or ``delta.`path` VERSION AS OF 7``). ``gold_columns``: each gold table's stored
+    columns."""
     events = f"({events_query(store, pipeline, rule)})"
     candidates = f"({candidates_query(store, pipeline, rule)})"
     views = {tables.bronze: bronze_query(store, pipeline, rule),

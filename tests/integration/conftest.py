@@ -11,6 +11,7 @@ from spark_apps.audit.verdict import AuditRun
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.stream.job import StreamFailed
+from spark_apps.target.resolution import target_of
 from tests.support.streams import FAULTS, StreamRun, fresh_stream_settings, produce_hard_cases, run_stream
 from tests.support.webhook import WebhookReceiver
 
@@ -56,7 +57,7 @@ def audited(spark, restarted_stream) -> AuditRun:
     """The restarted stream audited while the producer has already written past its last batch."""
     stream_settings = restarted_stream.job.settings
     produce_hard_cases(stream_settings, total=120, seed=77)
-    return audit(spark, stream_settings, PIPELINE)
+    return audit(spark, stream_settings, target_of(stream_settings, PIPELINE))
 
 
 @pytest.fixture(scope="module")

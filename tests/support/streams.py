@@ -57,7 +57,7 @@ def read_stream_table(spark, settings: Settings, name: str, pipeline=PIPELINE, v
     from spark_apps.io.stream_store import read_view
 
     generation = name.rsplit("__", 1)[1] if "__" in name else ""
-    return read_view(spark, settings, pipeline, name, version=version, generation=generation)
+    return read_view(spark, settings, target_of(settings, pipeline, generation), name, version=version)
 
 
 

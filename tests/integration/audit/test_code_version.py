@@ -49,12 +49,12 @@ def test_an_audit_after_the_pipeline_module_changed_says_the_code_differs(spark,
     local, pipeline, module = thermo
     StreamJob(spark, local, target_of(local, pipeline)).run(until_caught_up=True)
 
-    same = audit(spark, local, pipeline)
+    same = audit(spark, local, target_of(local, pipeline))
     assert same.success and same.code_note == "", same.code_note
     assert same_code(same.position.code_version, same.snapshot.code_version)
 
     module.write_text(module.read_text() + "\nHOUR_S_DOUBLED = 2 * HOUR_S\n")  # a deploy the stream has not run
-    changed = audit(spark, local, pipeline)
+    changed = audit(spark, local, target_of(local, pipeline))
     assert changed.success, "the rows are the same: only the code moved"
     stream_code, batch_code = changed.position.code_version, changed.snapshot.code_version
     assert stream_code == same.position.code_version and not same_code(stream_code, batch_code)

@@ -16,6 +16,7 @@ from spark_apps.io.catalog import table_path
 from spark_apps.io.stream_store import read_view
 from spark_apps.io.topics import admin_client
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.target.resolution import target_of
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, run_stream
 
 pytestmark = pytest.mark.integration
@@ -28,10 +29,10 @@ def extended(kafka_broker, spark, settings, tmp_path_factory):
                                             f"test.incremental.{uuid.uuid4().hex[:6]}", 2000)
     produce_hard_cases(stream_settings, total=600, seed=21)
     run_stream(spark, stream_settings)
-    full = audit(spark, stream_settings, PIPELINE, kind=FULL)
+    full = audit(spark, stream_settings, target_of(stream_settings, PIPELINE), kind=FULL)
     produce_hard_cases(stream_settings, total=300, seed=22)
     run_stream(spark, stream_settings)
-    increment = audit(spark, stream_settings, PIPELINE, kind="auto")
+    increment = audit(spark, stream_settings, target_of(stream_settings, PIPELINE), kind="auto")
     yield stream_settings, full, increment
     with admin_client(settings) as admin:
         admin.delete_topics([stream_settings.events_topic])
@@ -56,9 +57,9 @@ def test_an_incremental_audit_counts_every_reconciled_table_whole_on_both_sides(
     stream_settings, _, increment = extended
     versions = {v.table.stream: v.version for v in increment.verdicts}
     checks = {c.name: c for c in increment.contract}
-    for table in stream_tables(PIPELINE):
+    for table in stream_tables(target_of(stream_settings, PIPELINE)):
         check = checks[f"whole table {table.label}: stream rows = batch rows"]
-        rows = read_stream_table(spark, stream_settings, PIPELINE, table, versions).count()
+        rows = read_stream_table(spark, stream_settings, target_of(stream_settings, PIPELINE), table, versions).count()
         assert check.ok and check.left == rows > 0, (table.label, check, rows)
 
 
@@ -76,15 +77,16 @@ def test_an_incremental_audit_without_new_records_writes_nothing_compares_only_w
     names = PIPELINE.tables()
     store = str(table_path(stream_settings, names.store))
     before = spark.sql(f"DESCRIBE HISTORY delta.`{store}` LIMIT 1").first().version
-    order = read_view(spark, stream_settings, PIPELINE, names.gold("order_status")).where("paid_cents > 0") \
+    target = target_of(stream_settings, PIPELINE)
+    order = read_view(spark, stream_settings, target, names.gold("order_status")).where("paid_cents > 0") \
         .orderBy("order_id").first().order_id
-    lost = read_view(spark, stream_settings, PIPELINE, names.duplicates).orderBy("partition", "offset").first()
+    lost = read_view(spark, stream_settings, target, names.duplicates).orderBy("partition", "offset").first()
     try:
         spark.sql(f"UPDATE delta.`{store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
                   f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{order}'")
         spark.sql(f"DELETE FROM delta.`{store}` WHERE _kind = 'record' AND partition = {lost.partition} "
                   f"AND offset = {lost.offset}")
-        stray = audit(spark, stream_settings, PIPELINE, kind=INCREMENTAL)
+        stray = audit(spark, stream_settings, target_of(stream_settings, PIPELINE), kind=INCREMENTAL)
     finally:
         spark.sql(f"RESTORE TABLE delta.`{store}` TO VERSION AS OF {before}")
     assert (stray.kind, stray.builds_on) == (INCREMENTAL, increment.run_id)
@@ -110,9 +112,10 @@ def test_the_extended_snapshots_equal_a_full_recompute_of_the_same_prefix(spark,
     """Runs after the stray-write test, which builds on the fixture's incremental run: this recompute writes new
     versions of the ``batch.*`` snapshots, so no later run could."""
     stream_settings, _, increment = extended
-    again = recompute(spark, stream_settings, PIPELINE, align(spark, stream_settings, PIPELINE),
+    target = target_of(stream_settings, PIPELINE)
+    again = recompute(spark, stream_settings, PIPELINE, align(spark, stream_settings, target),
                       f"again-{uuid.uuid4().hex[:6]}")
-    for table in stream_tables(PIPELINE):
+    for table in stream_tables(target):
         path = str(table_path(stream_settings, table.snapshot))
         extended_rows, recomputed_rows = (
             spark.read.format("delta").option("versionAsOf", v).load(path)

@@ -22,6 +22,7 @@ from spark_apps.io.topics import partition_offsets
 from spark_apps.marketplace.pipeline import PIPELINE, WINDOW_S
 from spark_apps.serving import replay
 from spark_apps.target import generations
+from spark_apps.target.resolution import target_of
 from tests.support.streams import read_stream_table
 
 pytestmark = pytest.mark.integration
@@ -35,7 +36,7 @@ def ledger_rows(spark, settings, run_id: str) -> dict:
 def test_every_stream_table_reconciles_exactly_after_crashes_and_restarts(spark, restarted_stream, audited):
     assert len(restarted_stream.failures) == 5, "the audited stream was killed at every stage first"
     assert audited.success
-    labels = {t.label for t in stream_tables(PIPELINE)}
+    labels = {t.label for t in stream_tables(target_of(restarted_stream.job.settings, PIPELINE))}
     assert {v.table.label for v in audited.verdicts} == labels
     for verdict in audited.verdicts:
         assert verdict.diff.exact and verdict.gx.success, verdict.table.label
@@ -52,7 +53,7 @@ def test_every_stream_table_reconciles_exactly_after_crashes_and_restarts(spark,
 def test_the_ledger_gets_one_success_row_per_table_and_refuses_edits(spark, restarted_stream, audited):
     settings = restarted_stream.job.settings
     rows = ledger_rows(spark, settings, audited.run_id)
-    assert set(rows) == {t.label for t in stream_tables(PIPELINE)} | {"contract.record_counts"}
+    assert set(rows) == {t.label for t in stream_tables(target_of(settings, PIPELINE))} | {"contract.record_counts"}
     assert all(r.success and r.stream_equals_batch for r in rows.values())
     gold = rows["gold.merchant_revenue"]
     assert gold.end_offsets == audited.position.end_offsets and gold.code_version
@@ -94,15 +95,15 @@ def test_a_table_version_picks_the_batch_it_reflects_and_every_table_is_aligned_
     job = restarted_stream.job
     first = next(r.version for r in spark.sql(f"DESCRIBE HISTORY delta.`{job.store}`").collect()
                  if r.userMetadata and '"batch_id":0,' in r.userMetadata)
-    alignment = align(spark, job.settings, PIPELINE, table=job.tables.bronze, version=first)
+    alignment = align(spark, job.settings, target_of(job.settings, PIPELINE), table=job.tables.bronze, version=first)
     assert alignment.position.batch_id == 0
     assert alignment.position.end_offsets == batch_end_offsets(job.checkpoint, 0, job.topic)
     assert set(alignment.versions) == set(PIPELINE.stream_table_names())
     assert set(alignment.versions.values()) == {first}, "every stream table is a view of the store at one version"
     with pytest.raises(PlatformError, match="no Delta table gold.nothing at "):
-        align(spark, job.settings, PIPELINE, table="gold.nothing")
+        align(spark, job.settings, target_of(job.settings, PIPELINE), table="gold.nothing")
     with pytest.raises(PlatformError, match="has no stream table silver.nope; its tables: bronze.events_raw, "):
-        audit(spark, job.settings, PIPELINE, only=["silver.nope"])
+        audit(spark, job.settings, target_of(job.settings, PIPELINE), only=["silver.nope"])
 
 
 def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_batches(spark, restarted_stream):
@@ -111,7 +112,8 @@ def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_
     history = spark.sql(f"DESCRIBE HISTORY delta.`{job.store}`").collect()
     assert history[0].operation == "OPTIMIZE"
     first_batch_at = min(r.timestamp for r in history if r.userMetadata and '"batch_id":0,' in r.userMetadata)
-    alignment = align(spark, job.settings, PIPELINE, as_of=first_batch_at.replace(tzinfo=dt.UTC))  # session: UTC
+    alignment = align(spark, job.settings, target_of(job.settings, PIPELINE),
+                      as_of=first_batch_at.replace(tzinfo=dt.UTC))  # session: UTC
     assert alignment.position.batch_id == 0
     for name in (job.tables.bronze, job.tables.events, job.tables.gold("order_status")):
         assert position_at(table_path(job.settings, job.tables.store), alignment.versions[name]).batch_id == 0, name
@@ -119,8 +121,9 @@ def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_
 
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):
     settings = restarted_stream.job.settings
-    again = recompute(spark, settings, PIPELINE, align(spark, settings, PIPELINE), f"again-{uuid.uuid4().hex[:6]}")
-    for table in stream_tables(PIPELINE):
+    target = target_of(settings, PIPELINE)
+    again = recompute(spark, settings, PIPELINE, align(spark, settings, target), f"again-{uuid.uuid4().hex[:6]}")
+    for table in stream_tables(target):
         path = str(table_path(settings, table.snapshot))
         first, second = (sorted(map(tuple, spark.read.format("delta").option("versionAsOf", v).load(path).collect()))
                          for v in (audited.snapshot.versions[table.snapshot], again.versions[table.snapshot]))
@@ -234,7 +237,7 @@ def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
         spark, restarted_stream, audited, monkeypatch):
     """A fingerprint diff that always says "exact" (a bug, or a hash collision) cannot hide a changed value."""
     job = restarted_stream.job
-    table = next(t for t in stream_tables(PIPELINE) if t.label == "gold.order_status")
+    table = next(t for t in stream_tables(target_of(job.settings, PIPELINE)) if t.label == "gold.order_status")
     before = spark.sql(f"DESCRIBE HISTORY delta.`{job.store}` LIMIT 1").first().version
     row = read_stream_table(spark, job.settings, table.stream).where("paid_cents > 0").orderBy("order_id").first()
     blind = lambda label, stream, batch, keys, buckets: TableDiff(  # noqa: E731
@@ -244,8 +247,8 @@ def test_gx_fails_the_run_on_its_own_when_the_fingerprint_diff_reports_equality(
         spark.sql(f"UPDATE delta.`{job.store}` SET order_status__paid_cents = order_status__paid_cents + 1 "
                   f"WHERE _kind = 'gold.order_status' AND order_status__order_id = '{row.order_id}'")
         versions = dict.fromkeys(PIPELINE.stream_table_names(), before + 1)
-        run = compare_with_snapshot(spark, job.settings, PIPELINE, audited.snapshot, only=[table.label],
-                                    versions=versions)
+        run = compare_with_snapshot(spark, job.settings, target_of(job.settings, PIPELINE), audited.snapshot,
+                                    only=[table.label], versions=versions)
     finally:
         spark.sql(f"RESTORE TABLE delta.`{job.store}` TO VERSION AS OF {before}")
     verdict = run.verdicts[0]
@@ -332,7 +335,7 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
         return len(list(stored.rglob("*.json"))) if stored.exists() else 0
 
     results_before = stored_results()
-    run = audit(spark, settings, PIPELINE, only=["gold.merchant_revenue"])
+    run = audit(spark, settings, target_of(settings, PIPELINE), only=["gold.merchant_revenue"])
 
     (verdict,) = run.verdicts
     assert verdict.stream_equals_batch and not verdict.gx.quality_ok and not run.success
@@ -351,7 +354,7 @@ def test_a_quality_rule_broken_by_matching_tables_pages_its_own_alert_with_sampl
 
     # The rules are fixed: the next audit finds them holding, and the incident closes.
     fixed = settings.with_overrides(expectations_dir=restarted_stream.job.settings.expectations_dir)
-    assert audit(spark, fixed, PIPELINE, only=["gold.merchant_revenue"]).success
+    assert audit(spark, fixed, target_of(fixed, PIPELINE), only=["gold.merchant_revenue"]).success
     resolved = [r for r in spark.read.format("delta").load(str(table_path(settings, ALERTS_TABLE))).collect()
                 if r.dedup_key == "quality:marketplace:gold.merchant_revenue" and r.action == "resolve"]
     assert len(resolved) == 1 and resolved[0].severity == "info", resolved

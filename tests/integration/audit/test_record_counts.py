@@ -4,12 +4,15 @@ import pytest
 
 from spark_apps.audit.auditor import _contract
 from spark_apps.audit.recompute import Snapshot, stream_tables
+from spark_apps.core.settings import Settings
 from spark_apps.io.lineage import StreamPosition
 from spark_apps.marketplace.pipeline import PIPELINE
+from spark_apps.target.resolution import target_of
 from spark_apps.transforms.store import RECORD_COUNTS, record_counts
 
 pytestmark = pytest.mark.integration
 
+TARGET = target_of(Settings(), PIPELINE)
 POSITION = StreamPosition(table_version=0, app_id="app", batch_id=0, topic="t", start_offsets={0: 0},
                           end_offsets={0: 100})
 # 100 records: 10 dead letters, 90 candidates, of which 80 won their ids (6 of them late) and 10 are duplicates.
@@ -22,7 +25,7 @@ def counts(stream: dict | None = None, batch: dict | None = None, whole: dict | 
 
 
 def broken(found: dict, whole: bool = False) -> list[str]:
-    return [c.name for c in _contract(PIPELINE, "", Snapshot("run", POSITION, "v", records=100), found, whole)
+    return [c.name for c in _contract(TARGET, Snapshot("run", POSITION, "v", records=100), found, whole)
             if not c.ok]
 
 
@@ -42,7 +45,7 @@ def test_a_candidate_neither_winner_nor_duplicate_breaks_the_dedup_equation_and_
 
 
 def test_an_incremental_run_also_compares_every_reconciled_tables_whole_row_count():
-    tables = [t.stream for t in stream_tables(PIPELINE)]
+    tables = [t.stream for t in stream_tables(TARGET)]
     even = {(side, name): 7 for name in tables for side in ("stream", "batch")}
     assert broken(counts(whole=even), whole=True) == []
     short = even | {("stream", PIPELINE.tables().gold("order_status")): 6}

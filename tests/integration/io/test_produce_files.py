@@ -99,7 +99,7 @@ def test_files_with_bad_cells_of_every_kind_reach_the_log_and_the_stream_dead_le
                                                                    for part in announced[2].split(", ")))) == expected
 
     StreamJob(spark, config, target_of(config, pipeline)).run(until_caught_up=True)
-    run = audit(spark, config, pipeline)
+    run = audit(spark, config, target_of(config, pipeline))
 
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
     tables = pipeline.tables()

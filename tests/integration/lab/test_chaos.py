@@ -57,7 +57,7 @@ def story(kafka_broker, spark, settings, tmp_path_factory) -> dict:
             with pytest.raises(CheckpointMismatch) as refused:
                 StreamJob(spark, lab.settings, lab.target).prepare()
             told.update(refused=str(refused.value), versions=(before, store_version(lab)),
-                        after_refusal=check_tables(spark, lab.settings, lab.pipeline, lab.manifests))
+                        after_refusal=check_tables(spark, lab.settings, lab.target, lab.manifests))
         finally:
             shutil.move(kept, lab.checkpoint)
         yield told

@@ -13,6 +13,7 @@ from spark_apps.io.catalog import ensure_table, table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.scheduled_audit import audit_due
 from spark_apps.serving.state import KAPPA, last_audit_at
+from spark_apps.target.resolution import target_of
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +41,7 @@ def test_a_late_scheduled_run_stands_for_its_interval_so_the_next_audit_is_due_o
     """The 06:00 run started at 06:07; the 12:00 run must find the last audit 6 h old, not 5 h 53 min."""
     ledger.append(spark, cadence_settings, [ledger_row("late", STOOD_FOR + dt.timedelta(minutes=7), STOOD_FOR)])
     noon = STOOD_FOR + dt.timedelta(seconds=EVERY_S)
-    last = last_audit_at(spark, cadence_settings, PIPELINE, at_or_before=noon)
+    last = last_audit_at(spark, cadence_settings, target_of(cadence_settings, PIPELINE), at_or_before=noon)
     assert last.timestamp() == STOOD_FOR.timestamp()
     gold = [PIPELINE.tables().gold(g.name) for g in PIPELINE.gold_tables]
     assert audit_due(dict.fromkeys(gold, KAPPA), gold, last, noon, EVERY_S).due
@@ -52,10 +53,11 @@ def test_a_ledger_from_before_as_of_gains_the_column_and_its_old_rows_stand_for_
     frame = spark.createDataFrame([old_row], old_schema)
     ensure_table(spark, cadence_settings, ledger.LEDGER_TABLE, frame.schema, properties={"delta.appendOnly": "true"})
     frame.write.format("delta").mode("append").save(str(table_path(cadence_settings, ledger.LEDGER_TABLE)))
-    assert last_audit_at(spark, cadence_settings, PIPELINE).timestamp() == STOOD_FOR.timestamp()
+    target = target_of(cadence_settings, PIPELINE)
+    assert last_audit_at(spark, cadence_settings, target).timestamp() == STOOD_FOR.timestamp()
 
     later = STOOD_FOR + dt.timedelta(hours=6)
     ledger.append(spark, cadence_settings, [ledger_row("new", later + dt.timedelta(minutes=3), later)])
-    assert last_audit_at(spark, cadence_settings, PIPELINE).timestamp() == later.timestamp()
-    assert last_audit_at(spark, cadence_settings, PIPELINE,
+    assert last_audit_at(spark, cadence_settings, target).timestamp() == later.timestamp()
+    assert last_audit_at(spark, cadence_settings, target,
                          at_or_before=later - dt.timedelta(seconds=1)).timestamp() == STOOD_FOR.timestamp()

@@ -18,6 +18,7 @@ from spark_apps.io import delta_log, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.compaction import compact
+from spark_apps.target.resolution import target_of
 from spark_apps.transforms.store import COMPACTION, KIND, gold_kind, gold_rows
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
 from tests.support.topics import delete_topics
@@ -55,7 +56,7 @@ def compactions_since(settings, version: int) -> list[dict]:
 
 
 def gold_rows_stored(spark, settings) -> dict[str, int]:
-    store = stream_store.relation(settings, PIPELINE)
+    store = stream_store.relation(settings, target_of(settings, PIPELINE))
     return {r[KIND]: r["rows"] for r in spark.sql(f"SELECT {KIND}, count(*) AS rows FROM {store} "
                                                    f"WHERE {KIND} LIKE 'gold.%' GROUP BY {KIND}").collect()}
 
@@ -63,7 +64,7 @@ def gold_rows_stored(spark, settings) -> dict[str, int]:
 def test_compaction_killed_half_way_or_finished_leaves_every_view_as_it_was(spark, streamed):
     local = streamed
     before, stored_before = views(spark, local), gold_rows_stored(spark, local)
-    version = stream_store.latest_version(local, PIPELINE)
+    version = stream_store.latest_version(local, target_of(local, PIPELINE))
     compacting = subprocess.Popen([sys.executable, "-m", "spark_apps.cli", "compact"], cwd=PROJECT_ROOT,
                                   env={**os.environ, **local.as_env()}, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
@@ -79,7 +80,7 @@ def test_compaction_killed_half_way_or_finished_leaves_every_view_as_it_was(spar
     assert 1 <= len(half) < len(PIPELINE.gold_tables), f"killed after the first table's commit: {half}"
     assert_same_views(spark, local, before)
 
-    done = compact(spark, local, PIPELINE)
+    done = compact(spark, local, target_of(local, PIPELINE))
     assert {c.table for c in done} | {TABLES.gold(c["table"]) for c in half} == \
         {TABLES.gold(g.name) for g in PIPELINE.gold_tables}
     assert_same_views(spark, local, before)
@@ -88,15 +89,16 @@ def test_compaction_killed_half_way_or_finished_leaves_every_view_as_it_was(spar
         (stored_before, stored_after)
     newest = delta_log.latest_version(table_path(local, TABLES.store))
     assert all(c["through_batch"] >= 0 and c["read_version"] >= version for c in compactions_since(local, version))
-    assert compact(spark, local, PIPELINE) == [], f"nothing more to fold until the stream adds an epoch ({newest})"
+    assert compact(spark, local, target_of(local, PIPELINE)) == [], \
+        f"nothing more to fold until the stream adds an epoch ({newest})"
 
 
 def test_the_stream_goes_on_over_a_compacted_store_and_gold_stays_the_fold_of_every_event(spark, streamed):
     local = streamed
-    compact(spark, local, PIPELINE)
+    compact(spark, local, target_of(local, PIPELINE))
     produce_hard_cases(local, total=600, seed=6)
     run_stream(spark, local)
-    assert compact(spark, local, PIPELINE), "the new batches finished epochs to fold"
+    assert compact(spark, local, target_of(local, PIPELINE)), "the new batches finished epochs to fold"
     on_time = read_stream_table(spark, local, TABLES.events).where("NOT is_late")
     for gold in PIPELINE.gold_tables:
         expected = gold_rows(gold, on_time, local)

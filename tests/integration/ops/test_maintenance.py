@@ -51,7 +51,7 @@ def home(settings, tmp_path_factory, name: str):
 
 def append_to_store(spark, settings, rows: list[dict]) -> None:
     """Rows of the store (its columns by name, the others null), in one append, the store created first."""
-    ensure_store(spark, settings, PIPELINE)
+    ensure_store(spark, settings, target_of(settings, PIPELINE))
     path = str(table_path(settings, TABLES.store))
     schema = spark.read.format("delta").load(path).schema
     frame = spark.createDataFrame([tuple(row.get(f.name) for f in schema.fields) for row in rows], schema)
@@ -94,7 +94,7 @@ def maintained(spark, settings, tmp_path_factory, topic):
     end = {p: latest for p, (_, latest) in partition_offsets(local, topic).items()}
     record_batch(spark, local, topic, 0, end)
     commit_checkpoint(spark, local, 0)
-    return local, maintain(spark, local, PIPELINE)
+    return local, maintain(spark, local, target_of(local, PIPELINE))
 
 
 def test_maintenance_compacts_small_files_of_every_table_it_finds(maintained):
@@ -136,8 +136,8 @@ def test_checks_fail_and_alert_when_the_checkpoint_is_missing_and_the_log_lacks_
         alert_webhook_url=f"{webhook.url}/maintenance")
     record_batch(spark, local, topic, 4, {0: 3, 1: 1000})  # tables that outlive their checkpoint and the log
 
-    checkpoint = check_checkpoint(spark, local, PIPELINE)
-    retention = check_log_retention(spark, local, PIPELINE)
+    checkpoint = check_checkpoint(spark, local, target_of(local, PIPELINE))
+    retention = check_log_retention(spark, local, target_of(local, PIPELINE))
 
     assert not checkpoint.ok and "the checkpoint is missing but the tables record batches up to 4" in checkpoint.detail
     assert not retention.ok and "partition 1 ends at 3, before 1000" in retention.detail
@@ -148,7 +148,8 @@ def test_checks_fail_and_alert_when_the_checkpoint_is_missing_and_the_log_lacks_
     # The checkpoint that belongs to the tables is restored, and the stream records a batch the log holds.
     commit_checkpoint(spark, local, 4)
     record_batch(spark, local, topic, 5, {0: 3, 1: 3})
-    assert check_checkpoint(spark, local, PIPELINE).ok and check_log_retention(spark, local, PIPELINE).ok
+    target = target_of(local, PIPELINE)
+    assert check_checkpoint(spark, local, target).ok and check_log_retention(spark, local, target).ok
     assert [(b["dedup_key"], b["action"]) for b in webhook.bodies("/maintenance")] == [
         (f"maintenance:{PIPELINE.name}:checkpoint", "trigger"), (f"retention:{topic}", "trigger"),
         (f"maintenance:{PIPELINE.name}:checkpoint", "resolve"), (f"retention:{topic}", "resolve")]

@@ -59,8 +59,8 @@ def stream_settings(make_topic, settings, tmp_path, topic: str, partitions: int,
 def change_feed(spark, job: StreamJob, name: str, keys: tuple[str, ...], values: tuple[str, ...]) -> list[list[tuple]]:
     """The changes of a gold view since its store was created, one list per commit in commit order; each row is
     (change type, *keys, *values), timestamps in UTC."""
-    latest = stream_store.latest_version(job.settings, job.pipeline, job.generation)
-    feed = stream_store.changes(spark, job.settings, job.pipeline, name, keys, 0, latest, job.generation).collect()
+    latest = stream_store.latest_version(job.settings, job.target)
+    feed = stream_store.changes(spark, job.settings, job.target, name, keys, 0, latest).collect()
     commits: dict[int, list] = defaultdict(list)
     for row in feed:
         commits[row["_commit_version"]].append(row)
@@ -179,7 +179,7 @@ def test_a_winner_displaced_from_a_session_splits_it_while_added_events_extend_t
     sessions = sorted((r.customer_id, as_utc(r.session_start), as_utc(r.session_end), r.events) for r in
                       read_stream_table(spark, config, job.tables.gold("customer_sessions"), pipeline).collect())
     assert sessions == [("c8", at(0), at(0), 1), ("c8", at(400), at(600), 2), ("c9", at(0), at(100), 2)]
-    run = audit(spark, config, pipeline)
+    run = audit(spark, config, target_of(config, pipeline))
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
 
 
@@ -244,7 +244,7 @@ def test_a_record_earlier_in_the_log_that_arrives_in_a_later_batch_takes_the_id_
     assert gold == {"dev-a": (1, 250)}, "the displaced winner's key was recomputed"
     conflicts = read_stream_table(spark, config, job.tables.duplicates, pipeline).collect()
     assert [(r.partition, r.kind, r.winner_partition) for r in conflicts] == [(1, "conflict", 0)]
-    run = audit(spark, config, pipeline)
+    run = audit(spark, config, target_of(config, pipeline))
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
 
 
@@ -267,7 +267,7 @@ def test_a_pipeline_with_doubles_decimals_booleans_and_dates_streams_and_reconci
     send(config, pipeline.topic, [*values, ("north", too_precise), ("north", values[1][1])])
 
     StreamJob(spark, config, target_of(config, pipeline)).run(until_caught_up=True)
-    run = audit(spark, config, pipeline)
+    run = audit(spark, config, target_of(config, pipeline))
 
     assert run.success, run.verdicts
     tables = pipeline.tables()
@@ -302,13 +302,13 @@ def test_a_year_old_backfill_then_live_events_flags_only_real_stragglers_late_in
         StreamJob(spark, config.with_overrides(fault_inject="after_write@1"), target_of(config, pipeline)).run()
     job = StreamJob(spark, config, target_of(config, pipeline))
     job.run()
-    run = audit(spark, config, pipeline)
+    run = audit(spark, config, target_of(config, pipeline))
 
     assert run.success, [(v.table.label, v.diff.counts) for v in run.verdicts if not v.success]
     tables = pipeline.tables()
     late_rows = read_stream_table(spark, config, tables.late_events, pipeline).collect()
     assert {r.reading_id for r in late_rows} == {"late-2h", "late-year"}
-    bronze = next(t for t in stream_tables(pipeline) if t.label == tables.bronze)
+    bronze = next(t for t in stream_tables(target_of(config, pipeline)) if t.label == tables.bronze)
     snapshot = spark.read.format("delta").option("versionAsOf", run.snapshot.versions[bronze.snapshot]) \
         .load(str(table_path(config, bronze.snapshot)))
     assert {r.reading_id for r in snapshot.where("is_winner AND is_late").collect()} == {"late-2h", "late-year"}, \

@@ -31,7 +31,7 @@ from spark_apps.serving import replay
 from spark_apps.serving import state as serving
 from spark_apps.stream.job import StreamJob
 from spark_apps.target import generations
-from spark_apps.target.resolution import declared, resolve
+from spark_apps.target.resolution import declared, resolve, target_of
 from tests.support.records import send, sensor_reading
 from tests.support.streams import add_to_gold, fresh_stream_settings, produce_hard_cases, read_stream_table
 from tests.support.topics import delete_topics
@@ -72,7 +72,8 @@ def snapshot(spark, settings, name: str) -> dict:
     return {"serving": serving.current(spark, settings, name),
             "generation": generations.active(spark, settings, name),
             "ledger": sorted(tuple(r) for r in runs),
-            "store": stream_store.latest_version(settings, PIPELINES[name], generations.active(spark, settings, name))}
+            "store": stream_store.latest_version(
+                settings, target_of(settings, PIPELINES[name], generations.active(spark, settings, name)))}
 
 
 def reconcile_pages(spark, settings) -> list[tuple[str, str]]:

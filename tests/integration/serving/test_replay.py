@@ -23,7 +23,7 @@ from spark_apps.serving import state as serving
 from spark_apps.serving.state import KAPPA, LAMBDA, Decision
 from spark_apps.target import generations
 from spark_apps.target.generations import FAILED, RECONCILED, ROLLED_BACK, ReplayRefused
-from spark_apps.target.resolution import resolve
+from spark_apps.target.resolution import resolve, target_of
 from tests.support.streams import (
     add_to_gold,
     fresh_stream_settings,
@@ -70,7 +70,7 @@ def version(spark, settings, table: str) -> int:
     """The newest version of the Delta table behind ``table``: a stream table's is its store's."""
     if table.startswith("gold."):
         generation = table.rpartition("__")[2] if "__" in table else ""
-        return stream_store.latest_version(settings, PIPELINE, generation)
+        return stream_store.latest_version(settings, target_of(settings, PIPELINE, generation))
     return spark.sql(f"DESCRIBE HISTORY delta.`{table_path(settings, table)}` LIMIT 1").first().version
 
 

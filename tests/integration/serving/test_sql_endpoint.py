@@ -116,7 +116,7 @@ def test_a_held_cut_stays_put_and_kappa_serving_prints_the_cut_with_its_offsets(
     before = serving_cut.read(spark, PIPELINE.name)
     assert before is not None and before.follows == serving_cut.FOLLOWS_STREAM
     with serving_cut.locked(platform, PIPELINE.name):
-        moved = serving_cut.follow_stream(spark, platform, PIPELINE, "", "held-app", 10_000, {0: 1}, 0)
+        moved = serving_cut.follow_stream(spark, platform, target_of(platform, PIPELINE), "held-app", 10_000, {0: 1}, 0)
     assert moved is None and serving_cut.read(spark, PIPELINE.name) == before
 
     for key, value in platform.as_env().items():

@@ -21,7 +21,7 @@ from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.ops.maintenance import maintain
 from spark_apps.ops.scheduled_audit import reconcile
 from spark_apps.stream.job import StreamJob
-from spark_apps.target.resolution import resolve
+from spark_apps.target.resolution import resolve, target_of
 from spark_apps.transforms.store import COMPACTION
 from tests.support.object_store import stream_on_object_store
 from tests.support.streams import produce_hard_cases
@@ -63,7 +63,7 @@ def test_stream_and_maintenance_share_a_store_on_the_object_store_and_a_killed_s
             # Each round finds an epoch the stream finished since the last: compaction has something to fold.
             wait_for(lambda r=round_: len(lineage.committed_batches(target.checkpoint)) >= 3 + 2 * r
                      or stream.poll() is not None, f"the stream's batches before maintenance round {round_}", 300)
-            report = maintain(spark, local, PIPELINE, optimize=True, vacuum=False)
+            report = maintain(spark, local, target_of(local, PIPELINE), optimize=True, vacuum=False)
             assert not [t.error for t in report.tables if t.error], report.tables
             rounds.append(report)
         assert stream.poll() is None, output.read_text()[-3000:]

@@ -12,6 +12,7 @@ from spark_apps.io.catalog import existing_table_path, read_if_present, table_pa
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.serving import state as serving
 from spark_apps.target import generations
+from spark_apps.target.resolution import target_of
 
 
 def half_created(settings: Settings, *tables: str) -> None:
@@ -26,7 +27,7 @@ def test_a_ledger_whose_log_a_crashed_create_left_empty_reads_as_no_runs_and_nam
     assert ledger.run_rows(None, settings, "kappa_reconcile.20261202T000000Z") == []
     assert ledger.latest_runs(None, settings, PIPELINE.name) == {}
     assert delta_snapshot.rows(settings, ledger.LEDGER_TABLE, ["run_id"], spark=lambda: pytest.fail("no table")) == []
-    assert serving.last_audit_at(None, settings, PIPELINE) is None
+    assert serving.last_audit_at(None, settings, target_of(settings, PIPELINE)) is None
     with pytest.raises(PlatformError, match=f"no Delta table {ledger.LEDGER_TABLE} at"):
         existing_table_path(settings, ledger.LEDGER_TABLE)
 
