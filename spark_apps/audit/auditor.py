@@ -68,7 +68,7 @@ def audit(spark, settings: Settings, target: Target, table: str | None = None, v
     log.info("audit %s: %s run (%s)", run_id, chosen.kind, chosen.reason)
     if chosen.base is None:
         with execution_for(spark, alignment.position.records):
-            snapshot = recompute(spark, settings, target.pipeline, alignment, run_id)
+            snapshot = recompute(spark, settings, target, alignment, run_id)
             return compare_with_snapshot(spark, settings, target, snapshot, only,
                                          versions=alignment.versions, run_id=run_id, as_of=as_of,
                                          kind_reason=chosen.reason)

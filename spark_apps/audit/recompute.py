@@ -254,9 +254,9 @@ def derive_tables(parsed, pipeline: Pipeline, settings: Settings, materialize=la
     return frames
 
 
-def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignment, run_id: str) -> Snapshot:
+def recompute(spark, settings: Settings, target: Target, alignment: Alignment, run_id: str) -> Snapshot:
     """Rebuild the stream tables from the log prefix ``O`` and write them as tagged ``batch.*`` snapshots."""
-    position = alignment.position
+    pipeline, position = target.pipeline, alignment.position
     check_retention(spark, settings, position, source=f"batch recompute {run_id}")
     snapshot = Snapshot(run_id=run_id, position=position, code_version=pipeline_version(pipeline))
     log.info("batch recompute %s: reading %s from Kafka", run_id, position.describe())
@@ -286,7 +286,7 @@ def recompute(spark, settings: Settings, pipeline: Pipeline, alignment: Alignmen
     # Every snapshot table comes from the frames above, none from another's write: they are written at once.
     writes: dict[str, float] = {}  # per snapshot table: where the write phase goes, in the log
     with timed(snapshot.seconds, "write"), commit_metadata(spark, tag):
-        written = write_in_parallel(spark, {table.snapshot: overwrite(table) for table in stream_tables(pipeline)},
+        written = write_in_parallel(spark, {table.snapshot: overwrite(table) for table in stream_tables(target)},
                                     writes)
     snapshot.versions.update(written)
     log.info("batch recompute %s: write %s", run_id, phase_times(writes))

@@ -113,7 +113,7 @@ def test_the_extended_snapshots_equal_a_full_recompute_of_the_same_prefix(spark,
     versions of the ``batch.*`` snapshots, so no later run could."""
     stream_settings, _, increment = extended
     target = target_of(stream_settings, PIPELINE)
-    again = recompute(spark, stream_settings, PIPELINE, align(spark, stream_settings, target),
+    again = recompute(spark, stream_settings, target, align(spark, stream_settings, target),
                       f"again-{uuid.uuid4().hex[:6]}")
     for table in stream_tables(target):
         path = str(table_path(stream_settings, table.snapshot))

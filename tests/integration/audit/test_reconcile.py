@@ -122,7 +122,7 @@ def test_alignment_of_an_older_batch_skips_maintenance_commits_made_after_later_
 def test_recomputing_twice_gives_identical_snapshots(spark, restarted_stream, audited):
     settings = restarted_stream.job.settings
     target = target_of(settings, PIPELINE)
-    again = recompute(spark, settings, PIPELINE, align(spark, settings, target), f"again-{uuid.uuid4().hex[:6]}")
+    again = recompute(spark, settings, target, align(spark, settings, target), f"again-{uuid.uuid4().hex[:6]}")
     for table in stream_tables(target):
         path = str(table_path(settings, table.snapshot))
         first, second = (sorted(map(tuple, spark.read.format("delta").option("versionAsOf", v).load(path).collect()))
