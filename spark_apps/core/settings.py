@@ -88,6 +88,10 @@ class Settings:
     s3_port: int = 9878
     s3_dir: Path = _under_home("s3")
     s3_start_timeout_s: float = 60.0
+    # How often Spark's S3A client tries a request again when the store does not answer, at each of its two levels
+    # (the AWS SDK's attempts, then S3A's retries): with Hadoop's defaults (5 and 7) a stream whose store went
+    # away keeps a micro-batch waiting for minutes before it fails.
+    s3_retries: int = 5
     # On object storage a write to a table waits this long for another process's write to it to end
     # (``io.catalog_locks``): an OPTIMIZE of a large table holds it for minutes.
     table_lock_timeout_s: float = 900.0
@@ -256,7 +260,7 @@ class Settings:
         if self.compaction_epoch_batches < 1:
             raise SettingsError("KAPPA_COMPACTION_EPOCH_BATCHES must be at least 1, "
                                 f"got {self.compaction_epoch_batches}")
-        for name in ("serving_min_span_s", "alert_retries", "task_retries"):
+        for name in ("serving_min_span_s", "alert_retries", "task_retries", "s3_retries"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_env_name(name)} must be >= 0, got {getattr(self, name)}")
         if self.vacuum_retention_hours < 168:
@@ -465,6 +469,8 @@ FIELD_DOCS: dict[str, str] = {
     "s3_host": "Host the embedded S3-compatible server listens on.",
     "s3_port": "Port of the embedded S3-compatible server.",
     "s3_start_timeout_s": "Seconds to wait for the embedded S3-compatible server to answer.",
+    "s3_retries": "How often Spark's S3A client retries a request the object store did not answer, at each of its "
+                  "two levels (`fs.s3a.attempts.maximum`, `fs.s3a.retry.limit`), before the command fails.",
     "sql_host": "Host the SQL endpoint (Spark Thrift Server) listens on.",
     "sql_port": "Port of the SQL endpoint: `jdbc:hive2://<sql_host>:<sql_port>/default`.",
     "sql_start_timeout_s": "Seconds to wait for the SQL endpoint to accept connections.",

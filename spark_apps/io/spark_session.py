@@ -169,14 +169,16 @@ OBJECT_STORE_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointi
 
 def object_store_conf(settings: Settings) -> dict[str, str]:
     """Hadoop's S3A settings for ``s3a://`` paths at ``KAPPA_S3_ENDPOINT``: path-style requests (an S3-compatible
-    server has no bucket subdomains), its keys, TLS as its scheme says. None when no endpoint is set."""
+    server has no bucket subdomains), its keys, TLS as its scheme says, how often to retry. None when no endpoint
+    is set."""
     endpoint = settings.s3_endpoint
     if not endpoint:
         return {}
     return {f"spark.hadoop.fs.s3a.{key}": value for key, value in {
         "endpoint": endpoint, "endpoint.region": "us-east-1", "path.style.access": "true",
         "connection.ssl.enabled": str(endpoint.startswith("https://")).lower(),
-        "access.key": settings.s3_access_key, "secret.key": settings.object_store_access().secret_key()}.items()}
+        "access.key": settings.s3_access_key, "secret.key": settings.object_store_access().secret_key(),
+        "attempts.maximum": str(settings.s3_retries), "retry.limit": str(settings.s3_retries)}.items()}
 
 
 def spark_log(settings: Settings) -> Path:

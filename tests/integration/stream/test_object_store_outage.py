@@ -30,7 +30,8 @@ BUCKET = "kappa-outage"
 
 @pytest.fixture
 def lakehouse(kafka_broker, spark, settings, object_store, tmp_path):
-    with stream_on_object_store(settings, object_store, BUCKET, tmp_path, max_offsets=100) as lakehouse:
+    # One retry at each of S3A's two levels: the stream and the audit fail in seconds, not after minutes of retries.
+    with stream_on_object_store(settings, object_store, BUCKET, tmp_path, max_offsets=100, s3_retries=1) as lakehouse:
         try:
             yield lakehouse
         finally:
