@@ -13,13 +13,14 @@ def test_without_an_endpoint_s3a_is_left_as_hadoop_has_it(tmp_path):
     assert object_store_conf(Settings(home=tmp_path)) == {}
 
 
-def test_an_endpoint_gives_path_style_s3a_with_its_keys_and_tls_by_scheme(tmp_path):
+def test_an_endpoint_gives_path_style_s3a_with_its_keys_retries_and_tls_by_scheme(tmp_path):
     settings = Settings(home=tmp_path, s3_endpoint="http://127.0.0.1:9878", s3_access_key="kappa",
-                        s3_secret_key="s3cr3t")
+                        s3_secret_key="s3cr3t", s3_retries=3)
     assert object_store_conf(settings) == {
         "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9878", "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
         "spark.hadoop.fs.s3a.path.style.access": "true", "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-        "spark.hadoop.fs.s3a.access.key": "kappa", "spark.hadoop.fs.s3a.secret.key": "s3cr3t"}
+        "spark.hadoop.fs.s3a.access.key": "kappa", "spark.hadoop.fs.s3a.secret.key": "s3cr3t",
+        "spark.hadoop.fs.s3a.attempts.maximum": "3", "spark.hadoop.fs.s3a.retry.limit": "3"}
     secure = settings.with_overrides(s3_endpoint="https://s3.example.internal")
     assert object_store_conf(secure)["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
     assert "s3cr3t" not in repr(settings) and "s3cr3t" not in str(settings.s3_secret_key)
