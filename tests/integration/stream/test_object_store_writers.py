@@ -71,8 +71,10 @@ def test_stream_and_maintenance_share_a_store_on_the_object_store_and_a_killed_s
         stream.send_signal(signal.SIGKILL)
         stream.wait()
 
+    # The lock is held by the stream's JVM, which exits once it sees its killed Python driver gone (and runs its
+    # shutdown hooks first): the catalog database drops the lock with that JVM's connection, not at the SIGKILL.
     fence = CheckpointFence(target.checkpoint, spark, local)
-    fence.acquire()  # SIGKILL dropped the stream's connection, and the catalog database its lock
+    wait_for(lambda: _took(fence), "the killed stream's JVM to end and its fence to be let go", 120, every_s=1)
     fence.release()
     StreamJob(spark, local, target).run(until_caught_up=True)
 
@@ -89,3 +91,11 @@ def test_stream_and_maintenance_share_a_store_on_the_object_store_and_a_killed_s
 
     outcome = reconcile(spark, local, resolve(spark, local, PIPELINE.name), run_id="writers.exact")
     assert outcome.reconciliation.success, outcome.reconciliation.lines
+
+
+def _took(fence: CheckpointFence) -> bool:
+    try:
+        fence.acquire()
+    except FencedOut:
+        return False
+    return True
