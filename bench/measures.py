@@ -290,7 +290,7 @@ def _audit_times(run, total: float) -> dict:
 
 def compaction(spark, settings: Settings, target: Target) -> dict:
     """One run of compaction over the store, as its DAG runs it: what it folded and how long it took."""
-    from spark_apps.ops.compaction import compact
+    from spark_apps.stream.compaction import compact
 
     started = time.monotonic()
     done = compact(spark, settings, target)

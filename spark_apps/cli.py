@@ -564,7 +564,7 @@ def _maintain(args: argparse.Namespace, settings: Settings) -> int:
 def _compact(args: argparse.Namespace, settings: Settings) -> int:
     from spark_apps.io import delta_log
     from spark_apps.io.catalog import table_path
-    from spark_apps.ops.compaction import compact
+    from spark_apps.stream.compaction import compact
 
     spark, target = _resolved(args, settings, "compact")
     store = target.tables.store

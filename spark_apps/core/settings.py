@@ -176,7 +176,7 @@ class Settings:
     maintenance_schedule: str = "@daily"
     vacuum_retention_hours: int = 168
     # Compaction folds the stream's store off the hot path: whole epochs of this many micro-batches, the newest
-    # epoch left to the stream (``ops.compaction``).
+    # epoch left to the stream (``stream.compaction``).
     compaction_schedule: str = "*/10 * * * *"
     compaction_epoch_batches: int = 20
 

@@ -11,7 +11,7 @@ that on a ``delta.appendOnly`` table), so ``VACUUM`` can only delete such rewrit
 are older than the retention. Every row stays in the current version; every version of the window
 stays readable.
 
-First the store's gold tables are compacted (``ops.compaction``). ``OPTIMIZE`` changes no row and the stream
+First the store's gold tables are compacted (``stream.compaction``). ``OPTIMIZE`` changes no row and the stream
 only appends, so they do not conflict; a conflicting operation is retried a few times all the same. Then two
 checks, each alerting on-call when it fails: the streaming checkpoint agrees with ``stream.commits``, and
 the log still holds every offset from the stream's start (a Kappa replay reads the whole log).
@@ -34,10 +34,10 @@ from spark_apps.io import delta_log, lineage, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
-from spark_apps.ops.compaction import Compaction, compact
 from spark_apps.pipeline.target import Target
 from spark_apps.serving.state import SERVING_STATE_TABLE
 from spark_apps.stream.checkpoint import checkpoint_problem, read_app_id
+from spark_apps.stream.compaction import Compaction, compact
 
 log = logging.getLogger(__name__)
 SHARED_AUDIT_TABLES = (ALERTS_TABLE, LEDGER_TABLE, SERVING_STATE_TABLE)

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 KIND = "_kind"
 # The store's second partition column: a micro-batch's rows go to epoch ``batch_id // epoch_batches``, so
-# compaction can replace whole epochs the stream no longer appends to (``ops.compaction``).
+# compaction can replace whole epochs the stream no longer appends to (``stream.compaction``).
 EPOCH = "_epoch"
 # The key of a compaction's commit metadata (which batches the compacted base covers): a commit that changes no row.
 COMPACTION = "compaction"

@@ -17,7 +17,7 @@ from spark_apps.core.waiting import poll
 from spark_apps.io import delta_log, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.ops.compaction import compact
+from spark_apps.stream.compaction import compact
 from spark_apps.target.resolution import target_of
 from spark_apps.transforms.store import COMPACTION, KIND, gold_kind, gold_rows
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
