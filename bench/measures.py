@@ -184,7 +184,7 @@ def end_to_end_latency(spark, settings: Settings, target: Target, rate: float, s
         caught_up()
     finally:
         query.stop()
-        job.fence.release()
+        job.stopped()
     timed = {b: t for b, t in job.visible_at.items() if b >= first_batch}
     ranges = {b: (lineage.batch_start_offsets(job.checkpoint, b, job.topic),
                   lineage.batch_end_offsets(job.checkpoint, b, job.topic)) for b in timed}

@@ -179,6 +179,12 @@ class Settings:
     # epoch left to the stream (``stream.compaction``).
     compaction_schedule: str = "*/10 * * * *"
     compaction_epoch_batches: int = 20
+    # The stream also compacts its own store, in a scheduler pool of low priority, whenever an epoch ends: each
+    # table whose tail adds at least this share to the cost of a full scan of its base (a small table's tail soon
+    # does, with a file a batch; a large table waits, as rewriting its base for a small tail would cost more than
+    # it saves).
+    compaction_in_stream: bool = True
+    compaction_tail_ratio: float = 0.4
 
     task_retries: int = 2
     task_retry_delay_s: int = 60
@@ -260,6 +266,8 @@ class Settings:
         if self.compaction_epoch_batches < 1:
             raise SettingsError("KAPPA_COMPACTION_EPOCH_BATCHES must be at least 1, "
                                 f"got {self.compaction_epoch_batches}")
+        if self.compaction_tail_ratio < 0:
+            raise SettingsError(f"KAPPA_COMPACTION_TAIL_RATIO must be >= 0, got {self.compaction_tail_ratio}")
         for name in ("serving_min_span_s", "alert_retries", "task_retries", "s3_retries"):
             if getattr(self, name) < 0:
                 raise SettingsError(f"{_env_name(name)} must be >= 0, got {getattr(self, name)}")
@@ -533,6 +541,10 @@ FIELD_DOCS: dict[str, str] = {
                            "tail of every gold table's rows) off the hot path.",
     "compaction_epoch_batches": "The stream's store groups its rows in epochs of this many micro-batches; "
                                 "compaction folds whole epochs, never the one the stream is appending to.",
+    "compaction_in_stream": "The stream compacts its own store whenever an epoch ends, in a scheduler pool of low "
+                            "priority, besides the compaction DAG.",
+    "compaction_tail_ratio": "The stream compacts a gold table when its tail adds at least this share to the cost "
+                             "of a full scan of its base (the DAG and `kappa compact` compact any tail).",
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",
     "task_retry_delay_s": "Delay between Airflow task retries, in seconds.",
     "task_timeout_s": "Longest an Airflow task may run before it fails and pages (the supervisor's: its interval).",

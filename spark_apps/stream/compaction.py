@@ -17,21 +17,28 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.settings import Settings
-from spark_apps.io import stream_store
+from spark_apps.io import delta_log, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.io.fencing import file_lock
+from spark_apps.io.parallel_writes import cloned_session
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, compacted_query, q
 from spark_apps.pipeline.target import Target
-from spark_apps.transforms.store import COMPACTION, EPOCH, KIND, gold_column, gold_kind, gold_rows_query
+from spark_apps.transforms.store import COMPACTION, EPOCH, EPOCH_KEY, KIND, gold_column, gold_kind, gold_rows_query
 
 log = logging.getLogger(__name__)
+# The scheduler pool of the stream's own compaction (``infra/spark/fairscheduler.xml``), and its session's settings:
+# every stage one task, so it never holds more than one core; Spark does not take a core back from a running task.
+POOL = "compaction"
+ONE_TASK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.leafNodeDefaultParallelism": "1",
+                 "spark.sql.files.maxPartitionBytes": str(1 << 30)}
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,10 @@ class Compaction:
                 f"{self.rows_before} rows -> {self.rows_after}, {self.seconds:.1f}s")
 
 
-def compact(spark, settings: Settings, target: Target) -> list[Compaction]:
+def compact(spark, settings: Settings, target: Target, tail_ratio: float = 0.0) -> list[Compaction]:
     """Compact every gold table of ``target``'s store through the last epoch the stream has finished; a table with
-    nothing to fold is left alone. Returns what was done.
+    nothing to fold is left alone, and so is one whose tail costs a full scan less than ``tail_ratio`` times its
+    base (:func:`worth_compacting`). Returns what was done.
 
     One compaction of a store at a time (a lock file; another one finds it held and does nothing): each reads the
     store at a version and replaces what it read, so a second one reading before the first committed would put
@@ -62,20 +70,20 @@ def compact(spark, settings: Settings, target: Target) -> list[Compaction]:
         if not held:
             log.info("compaction of %s: another compaction holds %s; nothing done", name, _lock_path(settings, name))
             return []
-        return _compact(spark, settings, target)
+        return _compact(spark, settings, target, tail_ratio)
 
 
 def _lock_path(settings: Settings, store: str) -> Path:
     return settings.run_dir / f"compaction-{store}.lock"
 
 
-def _compact(spark, settings: Settings, target: Target) -> list[Compaction]:
+def _compact(spark, settings: Settings, target: Target, tail_ratio: float) -> list[Compaction]:
     from pyspark.sql import functions as F
 
     location = table_path(settings, target.tables.store)
     version = stream_store.latest_version(settings, target)
     relation = stream_store.relation(settings, target, version)
-    newest = spark.sql(f"SELECT max({q(EPOCH)}) FROM {relation}").first()[0]
+    newest = newest_epoch(spark, location, relation, version)
     if newest is None or newest == 0:
         log.info("compaction of %s: no finished epoch yet", target.tables.store)
         return []
@@ -83,17 +91,19 @@ def _compact(spark, settings: Settings, target: Target) -> list[Compaction]:
     found = stream_store.stored_layout(spark, settings, target, version)
     stored = stream_store.as_stored(target.pipeline, found)
     schema = found.schema
+    tails = _tails(spark, relation, through)
     done = []
     for gold in stored.gold_tables:
         started = time.monotonic()
         kind, columns = gold_kind(gold.name), found.gold_columns[gold.name]
+        counts = tails.get(kind)
+        if counts is None or not worth_compacting(counts.read_costs(), tail_ratio):
+            continue
         tail = f"(SELECT * FROM {relation} WHERE {q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through})"
-        counts = spark.sql(f"SELECT count(*) AS rows, count_if(NOT {q(RESET)} OR {q(EMPTY)}) AS folded, "
-                           f"max({q(BATCH)}) AS batch FROM {tail}").first()
         rows = f"({gold_rows_query(tail, gold, columns)})"
         kept = spark.sql(compacted_query(rows, gold, columns)).localCheckpoint(eager=True)
         after = kept.count()
-        if counts.rows == 0 or (counts.folded == 0 and after == counts.rows):
+        if counts.folded == 0 and after == counts.rows:
             continue
         written = kept.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in columns], F.col(BATCH),
                               F.lit(True).alias(RESET), F.lit(False).alias(EMPTY), F.lit(kind).alias(KIND),
@@ -112,3 +122,116 @@ def _compact(spark, settings: Settings, target: Target) -> list[Compaction]:
         log.info("%s", result.line())
         done.append(result)
     return done
+
+
+def newest_epoch(spark, location, relation: str, version: int) -> int | None:
+    """The epoch of the newest micro-batch in the store at ``version``, from its commit's ``userMetadata`` (a batch
+    commit names its epoch): read from the log, not by a query that opens every file of the store. A store whose
+    batches did not name their epoch yet is asked by a query."""
+    for commit in delta_log.commits(location):
+        if commit.version > version:
+            continue
+        if EPOCH_KEY in commit.meta:
+            return int(commit.meta[EPOCH_KEY])
+        if "batch_id" in commit.meta:
+            break
+    return spark.sql(f"SELECT max({q(EPOCH)}) FROM {relation}").first()[0]
+
+
+# What one file costs a full scan, in rows of a gold table: Spark's Parquet reader spends about 5 ms on a file
+# whatever it holds, and about 2.6 us on a row (a scan of 672,723 rows of ``order_status`` took 1.76 s), on 2 cores
+# (docs/scaling.md). A tail of small files is thus slow to read for its files, not for its rows.
+FILE_ROWS = 2_000
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A gold table's rows in the epochs compaction may fold: per epoch its rows and files; the rows a fold would
+    merge or drop (partials, empty resets); the newest batch among them."""
+
+    rows_by_epoch: dict[int, int]
+    files_by_epoch: dict[int, int]
+    folded: int
+    batch: int
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_by_epoch.values())
+
+    def read_costs(self) -> dict[int, int]:
+        """Per epoch, what a full scan of it costs, in rows (``FILE_ROWS`` a file)."""
+        return {e: rows + FILE_ROWS * self.files_by_epoch[e] for e, rows in self.rows_by_epoch.items()}
+
+
+def _tails(spark, relation: str, through: int) -> dict[str, Tail]:
+    """Every gold table's :class:`Tail` through epoch ``through``, by kind: one query for them all (it reads the
+    files' footers and the two flag columns)."""
+    found: dict[str, Tail] = {}
+    for row in spark.sql(f"SELECT {q(KIND)} AS kind, {q(EPOCH)} AS epoch, count(*) AS rows, "
+                         "count(DISTINCT _metadata.file_path) AS files, "
+                         f"count_if(NOT {q(RESET)} OR {q(EMPTY)}) AS folded, max({q(BATCH)}) AS batch "
+                         f"FROM {relation} WHERE {q(KIND)} LIKE 'gold.%' AND {q(EPOCH)} <= {int(through)} "
+                         f"GROUP BY {q(KIND)}, {q(EPOCH)}").collect():
+        had = found.get(row["kind"], Tail({}, {}, 0, -1))
+        epoch = int(row["epoch"])
+        found[row["kind"]] = Tail({**had.rows_by_epoch, epoch: int(row["rows"])},
+                                  {**had.files_by_epoch, epoch: int(row["files"])},
+                                  had.folded + int(row["folded"]), max(had.batch, int(row["batch"])))
+    return found
+
+
+def worth_compacting(costs: dict[int, int], tail_ratio: float) -> bool:
+    """Whether a table whose finished epochs cost ``costs`` to read (epoch -> cost) is worth compacting: its tail,
+    every epoch after its oldest (its base, once compacted), costs at least ``tail_ratio`` times the oldest one, so
+    a full scan of the table costs about ``1 + tail_ratio`` times a compacted one. A ratio of 0 compacts any tail; a
+    table with one epoch or none has no tail to fold onto a base (compacting a lone epoch only shrinks it, which
+    the DAG's run still does)."""
+    if tail_ratio == 0:
+        return bool(costs)
+    if len(costs) < 2:
+        return False
+    base = costs[min(costs)]
+    return sum(costs.values()) - base >= tail_ratio * base
+
+
+class StreamCompaction:
+    """The stream's own compaction of its store, as Hudi's and Paimon's writers compact theirs: each time a
+    micro-batch opens a new epoch (the one before it is finished), a run starts on a thread of its own, in the
+    scheduler pool ``compaction``, whose tasks get a core only when the micro-batches leave one. One run at a time:
+    an epoch that opens during a run starts the next one after it. A run compacts the tables worth it
+    (``compaction_tail_ratio``); a failed run is a warning, and the next epoch tries again. It never changes what a
+    view returns, so the micro-batches neither wait for it nor know of it."""
+
+    def __init__(self, spark, settings: Settings, target: Target) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.target = target
+        self.started_for = 0
+        self.thread: threading.Thread | None = None
+        self.done: list[Compaction] = []
+
+    def batch_written(self, batch_id: int) -> None:
+        epoch = batch_id // self.settings.compaction_epoch_batches
+        if epoch <= self.started_for or (self.thread is not None and self.thread.is_alive()):
+            return
+        self.started_for = epoch
+        self.thread = threading.Thread(target=self._run, name=f"compaction of {self.target.tables.store}",
+                                       daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        """Let a run that is going finish (its commits are whole either way)."""
+        if self.thread is not None:
+            self.thread.join()
+
+    def _run(self) -> None:
+        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
+        session = cloned_session(self.spark)
+        for key, value in ONE_TASK_CONF.items():
+            session.conf.set(key, value)
+        try:
+            self.done += compact(session, self.settings, self.target, self.settings.compaction_tail_ratio)
+        except Exception as exc:  # noqa: BLE001 - the views are whole either way; the next epoch tries again
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.warning("the stream's compaction of %s failed; the next epoch tries again: %s",
+                        self.target.tables.store, first)

@@ -53,11 +53,12 @@ from spark_apps.pipeline.provenance import pipeline_version
 from spark_apps.pipeline.target import Target
 from spark_apps.stream import micro_batch
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
+from spark_apps.stream.compaction import StreamCompaction
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
 from spark_apps.transforms.events import high_water_marks, per_partition, touched_keys
-from spark_apps.transforms.store import EPOCH, LATE, commit_row, on_time_winners
+from spark_apps.transforms.store import EPOCH, EPOCH_KEY, LATE, commit_row, on_time_winners
 
 log = logging.getLogger(__name__)
 # Set on the stream's own session; the caller's session, and so the batch recompute, keeps Spark's defaults.
@@ -132,6 +133,7 @@ class StreamJob:
         # The store's columns and the folds its rows are written for, read once the store is ensured: every batch
         # shapes its rows, and reads any of them back, by it.
         self.layout: stream_store.StoreLayout | None = None
+        self.compaction = StreamCompaction(spark, settings, target) if settings.compaction_in_stream else None
 
     # ---- tables -------------------------------------------------------------------------------
 
@@ -204,6 +206,7 @@ class StreamJob:
         records = lineage.records_between(start, end)
         self._configure(spark, records)
         meta = {"pipeline": self.pipeline.name, "app_id": self.app_id, "batch_id": batch_id, "topic": self.topic,
+                EPOCH_KEY: self._epoch(batch_id),
                 "code_version": self.code_version, "end_offsets": {str(p): o for p, o in sorted(end.items())},
                 "stream_start_offsets": {str(p): o for p, o in
                                          sorted(lineage.initial_offsets(self.checkpoint, self.topic).items())}}
@@ -241,6 +244,8 @@ class StreamJob:
             with timed(timings, "serving_cut"):
                 self._move_serving_cut(spark, batch_id, end)
             self.faults.reached("before_checkpoint_commit", batch_id)
+        if self.compaction is not None:
+            self.compaction.batch_written(batch_id)
         stats = MicroBatchStats(batch_id, tally.valid + tally.dead, tally.dead, time.monotonic() - started, timings,
                                 end, future_events=tally.future)
         self.stats.append(stats)
@@ -301,7 +306,7 @@ class StreamJob:
         union = parts[0]
         for part in parts[1:]:
             union = union.unionByName(part, allowMissingColumns=True)
-        epoch = batch_id // self.settings.compaction_epoch_batches
+        epoch = self._epoch(batch_id)
         # One SQL projection, so building it is one call into Spark whatever the store's columns; a column the
         # union types otherwise (a kind's column the others lack is null) is cast to the store's type.
         typed = {f.name: f.dataType for f in union.schema.fields}
@@ -317,6 +322,9 @@ class StreamJob:
         with table_write(self.spark, self.settings, self.store_location, f"the stream's batch {batch_id}"):
             with_retries(lambda: rows.write.format("delta").mode("append").save(self.store),
                          f"append of batch {batch_id}")
+
+    def _epoch(self, batch_id: int) -> int:
+        return batch_id // self.settings.compaction_epoch_batches
 
     def _commit_schema(self):
         from pyspark.sql.types import StructType
@@ -412,6 +420,14 @@ class StreamJob:
             forget_ending(heartbeat)
         try:
             return self._run_query(until_caught_up, heartbeat)
+        finally:
+            self.stopped()
+
+    def stopped(self) -> None:
+        """After the query has stopped: let a compaction the stream started finish, then let go of the fence."""
+        try:
+            if self.compaction is not None:
+                self.compaction.wait()
         finally:
             self.fence.release()
 

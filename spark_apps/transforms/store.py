@@ -50,6 +50,9 @@ KIND = "_kind"
 # The store's second partition column: a micro-batch's rows go to epoch ``batch_id // epoch_batches``, so
 # compaction can replace whole epochs the stream no longer appends to (``stream.compaction``).
 EPOCH = "_epoch"
+# A micro-batch's commit names its epoch in its metadata under this key, so compaction finds the newest epoch in the
+# log instead of opening every file of the store.
+EPOCH_KEY = "epoch"
 # The key of a compaction's commit metadata (which batches the compacted base covers): a commit that changes no row.
 COMPACTION = "compaction"
 RECORD, DISPLACED, COMMIT = "record", "displaced", "commit"

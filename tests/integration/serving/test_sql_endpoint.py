@@ -93,7 +93,7 @@ def test_every_read_of_all_serving_views_reflects_one_cut_while_the_stream_moves
             assert poll(moved, timeout_s=300, every_s=1), "the stream did not move the serving cut"
     finally:
         query.stop()
-        job.fence.release()
+        job.stopped()
 
     cuts = {json.dumps(cut, sort_keys=True): (cut, counts) for cut, counts in reads}
     assert len(cuts) >= 3, "reads were made while the cut moved, batch after batch"

@@ -29,10 +29,11 @@ TABLES = PIPELINE.tables()
 
 @pytest.fixture(scope="module")
 def streamed(kafka_broker, spark, settings, tmp_path_factory):
-    """The hard cases streamed in batches of at most 200 records, epochs of two batches: several finished epochs."""
+    """The hard cases streamed in batches of at most 200 records, epochs of two batches: several finished epochs,
+    left to the compaction these tests run (the stream does not compact its own store here)."""
     topic = f"test.compaction.{uuid.uuid4().hex[:8]}"
     local = fresh_stream_settings(settings, tmp_path_factory.mktemp("compaction"), topic, max_offsets=200) \
-        .with_overrides(compaction_epoch_batches=2)
+        .with_overrides(compaction_epoch_batches=2, compaction_in_stream=False)
     produce_hard_cases(local, total=1200, seed=5)
     run_stream(spark, local)
     yield local
@@ -103,3 +104,19 @@ def test_the_stream_goes_on_over_a_compacted_store_and_gold_stays_the_fold_of_ev
     for gold in PIPELINE.gold_tables:
         expected = gold_rows(gold, on_time, local)
         assertDataFrameEqual(read_stream_table(spark, local, TABLES.gold(gold.name)), expected, checkRowOrder=False)
+
+
+def test_the_stream_compacts_its_own_store_as_epochs_end_and_gold_stays_the_fold_of_every_event(
+        spark, streamed, tmp_path):
+    own = fresh_stream_settings(streamed, tmp_path, streamed.events_topic, max_offsets=200) \
+        .with_overrides(compaction_epoch_batches=1, compaction_in_stream=True)
+    job = run_stream(spark, own)
+    assert job.compaction.done, "epochs of one batch each: the stream compacted while it ran"
+    store = table_path(own, TABLES.store)
+    by_stream = [c.meta[COMPACTION] for c in delta_log.commits(store) if COMPACTION in c.meta]
+    assert len(by_stream) == len(job.compaction.done), by_stream
+    assert all(0 <= c["through_epoch"] < len(job.stats) - 1 for c in by_stream), by_stream
+    on_time = read_stream_table(spark, own, TABLES.events).where("NOT is_late")
+    for gold in PIPELINE.gold_tables:
+        expected = gold_rows(gold, on_time, own)
+        assertDataFrameEqual(read_stream_table(spark, own, TABLES.gold(gold.name)), expected, checkRowOrder=False)

@@ -1,0 +1,74 @@
+"""Which gold tables the stream's own compaction folds (those whose tail is large beside their base), and through
+which epoch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from spark_apps.stream.compaction import FILE_ROWS, Tail, newest_epoch, worth_compacting
+from spark_apps.transforms.store import COMPACTION
+
+
+def test_a_tail_that_costs_at_least_the_ratio_of_the_base_is_worth_compacting():
+    assert worth_compacting({3: 1000, 4: 150, 5: 100}, 0.25)
+    assert not worth_compacting({3: 1000, 4: 150, 5: 99}, 0.25)
+
+
+def test_a_file_costs_a_scan_as_much_as_many_rows():
+    tail = Tail({3: 1_600, 4: 600}, {3: 1, 4: 20}, folded=600, batch=99)
+    assert tail.rows == 2_200
+    assert tail.read_costs() == {3: 1_600 + FILE_ROWS, 4: 600 + 20 * FILE_ROWS}
+
+
+def test_a_large_base_waits_for_its_tail_while_a_small_one_is_compacted_every_epoch():
+    order_status = Tail({7: 677_000, 8: 20_000}, {7: 4, 8: 20}, folded=0, batch=179)
+    merchant_revenue = Tail({7: 1_600, 8: 600}, {7: 1, 8: 20}, folded=600, batch=179)
+    assert not worth_compacting(order_status.read_costs(), 0.4)
+    assert worth_compacting(merchant_revenue.read_costs(), 0.4)
+
+
+def test_a_lone_epoch_has_no_tail_to_fold_onto_a_base():
+    assert not worth_compacting({0: 5000}, 0.25)
+    assert not worth_compacting({}, 0.25)
+
+
+def test_a_ratio_of_zero_compacts_any_table_with_rows_as_the_dag_does():
+    assert worth_compacting({0: 5000}, 0)
+    assert not worth_compacting({}, 0)
+
+
+def _log(table: Path, *metas: dict | None) -> None:
+    log = table / "_delta_log"
+    log.mkdir(parents=True)
+    for version, meta in enumerate(metas):
+        info = {"operation": "WRITE", **({"userMetadata": json.dumps(meta)} if meta is not None else {})}
+        (log / f"{version:020d}.json").write_text(json.dumps({"commitInfo": info}) + "\n")
+
+
+class _AskedSpark:
+    """Answers the fallback query with a fixed epoch, and remembers that it was asked."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch, self.asked = epoch, []
+
+    def sql(self, text: str):
+        self.asked.append(text)
+        return SimpleNamespace(first=lambda: [self.epoch])
+
+
+def test_thenewest_epoch_is_read_from_the_newest_batch_commit_not_from_the_files(tmp_path):
+    _log(tmp_path, None, {"batch_id": 0, "epoch": 0}, {"batch_id": 41, "epoch": 2},
+         {COMPACTION: {"table": "t"}}, {"batch_id": 42, "epoch": 2}, {"batch_id": 60, "epoch": 3})
+    spark = _AskedSpark(99)
+    assert newest_epoch(spark, tmp_path, "store", version=4) == 2
+    assert newest_epoch(spark, tmp_path, "store", version=5) == 3
+    assert spark.asked == []
+
+
+def test_a_store_whose_batches_do_not_name_their_epoch_is_asked_by_a_query(tmp_path):
+    _log(tmp_path, None, {"batch_id": 0}, {COMPACTION: {"table": "t"}})
+    spark = _AskedSpark(7)
+    assert newest_epoch(spark, tmp_path, "store", version=2) == 7
+    assert len(spark.asked) == 1
