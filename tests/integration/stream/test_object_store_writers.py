@@ -33,8 +33,8 @@ MAINTENANCE_ROUNDS = 3
 
 @pytest.fixture(scope="module")
 def lakehouse(kafka_broker, spark, settings, object_store, tmp_path_factory):
-    # Epochs of two batches of 150 records: compaction folds a finished epoch, and OPTIMIZE finds two files of one
-    # kind in a partition to pack.
+    # Epochs of two batches of 150 records: compaction (the stream's own and maintenance's) folds a finished epoch,
+    # and OPTIMIZE finds two files of one kind in a partition to pack.
     with stream_on_object_store(settings, object_store, BUCKET, tmp_path_factory.mktemp("object-store-writers"),
                                 max_offsets=150, compaction_epoch_batches=2) as lakehouse:
         yield lakehouse
@@ -83,9 +83,11 @@ def test_stream_and_maintenance_share_a_store_on_the_object_store_and_a_killed_s
     assert sorted(c.version for c in commits) == list(range(len(commits))), "no version is missing"
     batches = [c.meta["batch_id"] for c in commits if "batch_id" in c.meta]
     assert sorted(batches) == lineage.committed_batches(target.checkpoint), "every micro-batch, once"
-    folded = sum(len(r.compactions) for r in rounds)
-    assert folded > 0, "compaction committed next to the stream"
-    assert sum(COMPACTION in c.meta for c in commits) == folded, "no compaction commit was overwritten"
+    # Both compact: the stream as its epochs end, maintenance each round (finding nothing left when the stream was
+    # first); the store lock orders their commits, and the log keeps every one.
+    compacted = sum(COMPACTION in c.meta for c in commits)
+    assert compacted > 0, "compaction committed next to the stream's appends"
+    assert compacted >= sum(len(r.compactions) for r in rounds), "no compaction commit was overwritten"
     assert len([t for r in rounds for t in r.tables if t.table == PIPELINE.tables().store]) == MAINTENANCE_ROUNDS
     assert any(c.operation == "OPTIMIZE" for c in commits), "OPTIMIZE committed next to the stream"
 
