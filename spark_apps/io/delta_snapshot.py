@@ -1,10 +1,13 @@
-"""A small Delta table read without a JVM: the live files of its newest version, found in its log, read by pyarrow.
+"""A Delta table's snapshot read from its log without a JVM: the live files of a version with their statistics, and
+a small table's rows read from those files by pyarrow.
 
-`kappa status` asks the ledger and the serving state for a few rows, and starting Spark for them took 10-40 s.
-Delta's protocol defines the newest snapshot from the log alone: the newest checkpoint (one file or several parts),
-then every commit after it in order, an ``add`` making a file live and a ``remove`` retiring it. A table that needs
-more than that to read is :class:`Unreadable` here, and the caller reads it with Spark: a live file with a
-deletion vector, column mapping, partition columns, a v2 checkpoint, a reader feature not listed below.
+`kappa status` asks the ledger and the serving state for a few rows, and starting Spark for them took 10-40 s; the
+stream's compaction asks how many rows and files each gold table's tail holds, and a query for it opened every file.
+Delta's protocol defines a snapshot from the log alone: the newest checkpoint (one file or several parts), then every
+commit after it in order, an ``add`` making a file live and a ``remove`` retiring it; each ``add`` carries the file's
+partition values and statistics. A table that needs more than that is :class:`Unreadable` here, and the caller asks
+Spark: for its rows, a live file with a deletion vector, column mapping or partition columns; for either, a v2
+checkpoint or a reader feature not listed below.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -32,67 +36,107 @@ class Unreadable(Exception):
     """The table needs a full Delta reader (Spark): the reason says what."""
 
 
+@dataclass(frozen=True)
+class FileStats:
+    """What the log says of one live data file: its partition values, its rows and its columns' largest values."""
+
+    path: str
+    partition: dict[str, str | None]
+    records: int
+    max_values: dict[str, Any]
+
+
 def live_files(table: Location) -> list[Location]:
     """The data files of the table's newest version, in the order the log added them."""
+    adds, meta = _live_adds(table)
+    configuration = dict(meta.get("configuration") or {})
+    if configuration.get("delta.columnMapping.mode", "none") != "none" or meta.get("partitionColumns"):
+        raise Unreadable("column mapping or partition columns")
+    for add in adds:
+        if add.get("deletionVector"):
+            raise Unreadable(f"a deletion vector on {add['path']}")
+    return [_data_path(table, add["path"]) for add in adds]
+
+
+def file_stats(table: Location, version: int) -> list[FileStats]:
+    """Every live data file of the table at ``version``, with the statistics its ``add`` action carries: what
+    opening every file would tell, read from the log alone (rows a deletion vector hides are not counted)."""
+    adds, meta = _live_adds(table, version)
+    if dict(meta.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
+        raise Unreadable("column mapping")
+    found = []
+    for add in adds:
+        stats = json.loads(add.get("stats") or "null")
+        if not isinstance(stats, dict) or "numRecords" not in stats:
+            raise Unreadable(f"no statistics for {add['path']}")
+        hidden = int((add.get("deletionVector") or {}).get("cardinality") or 0)
+        found.append(FileStats(add["path"], dict(add.get("partitionValues") or {}), int(stats["numRecords"]) - hidden,
+                               dict(stats.get("maxValues") or {})))
+    return found
+
+
+def _live_adds(table: Location, version: int | None = None) -> tuple[list[dict], dict]:
+    """The ``add`` actions of the table's live files at ``version`` (the newest when None), in the order the log
+    added them, and the table's metadata there."""
     log = table / "_delta_log"
     names = [p.name for p in log.iterdir()] if log.is_dir() else []
-    versions = sorted(int(m.group(1)) for m in map(COMMIT_FILE.match, names) if m)
-    checkpoint, files = _newest_checkpoint(log, names)
-    live: dict[str, dict] = {}
-    for action in files:
-        _apply(action, live)
+    versions = sorted(v for v in (int(m.group(1)) for m in map(COMMIT_FILE.match, names) if m)
+                      if version is None or v <= version)
+    checkpoint, actions = _newest_checkpoint(log, names, version)
     start = checkpoint + 1 if checkpoint is not None else 0
     after = [v for v in versions if v >= start]
-    if after != list(range(start, start + len(after))) or (checkpoint is None and not after):
+    if after != list(range(start, start + len(after))) or (checkpoint is None and not after) or \
+            (version is not None and (after[-1] if after else checkpoint) != version):
         raise Unreadable(f"{log}: the commits after version {start - 1} are not all there")
-    for version in after:
-        with (log / f"{version:020d}.json").open(encoding="utf-8") as lines:
+    live: dict[str, dict] = {}
+    meta: dict = {}
+    for action in actions:
+        meta = _apply(action, live, meta)
+    for number in after:
+        with (log / f"{number:020d}.json").open(encoding="utf-8") as lines:
             for line in lines:
                 if line.strip():
-                    _apply(json.loads(line), live)
-    return [_data_path(table, add["path"]) for add in live.values()]
+                    meta = _apply(json.loads(line), live, meta)
+    return list(live.values()), meta
 
 
-def _newest_checkpoint(log: Location, names: list[str]) -> tuple[int | None, list[dict]]:
-    """The newest checkpoint whose parts are all there, and its actions; (None, []) when there is none."""
+def _newest_checkpoint(log: Location, names: list[str], version: int | None) -> tuple[int | None, list[dict]]:
+    """The newest checkpoint (at or before ``version``) whose parts are all there, and its actions; (None, [])
+    when there is none."""
     import pyarrow.parquet as pq
 
     parts: dict[int, dict[int, str]] = {}
     counts: dict[int, int] = {}
     for match in map(CHECKPOINT_FILE.match, names):
-        if match:
-            version = int(match.group(1))
-            parts.setdefault(version, {})[int(match.group(2) or 1)] = match.group(0)
-            counts[version] = int(match.group(3) or 1)
+        if match and (version is None or int(match.group(1)) <= version):
+            number = int(match.group(1))
+            parts.setdefault(number, {})[int(match.group(2) or 1)] = match.group(0)
+            counts[number] = int(match.group(3) or 1)
     whole = [v for v in parts if len(parts[v]) == counts[v]]
     if not whole:
         return None, []
-    version = max(whole)
+    newest = max(whole)
     actions = []
-    for name in (parts[version][i] for i in sorted(parts[version])):
+    for name in (parts[newest][i] for i in sorted(parts[newest])):
         table = pq.read_table(_readable(log / name), columns=["add", "metaData", "protocol"])
         actions += [{key: value for key, value in row.items() if value is not None} for row in table.to_pylist()]
-    return version, actions
+    return newest, actions
 
 
-def _apply(action: dict, live: dict[str, dict]) -> None:
-    """One log action on the live files; refuses what a plain Parquet reader would get wrong."""
+def _apply(action: dict, live: dict[str, dict], meta: dict) -> dict:
+    """One log action on the live files; returns the table's metadata after it. Refuses a reader feature this
+    module does not know."""
     if "protocol" in action:
         features = set(action["protocol"].get("readerFeatures") or ())
         if action["protocol"].get("minReaderVersion", 1) == 2 or features - READABLE_FEATURES:
             raise Unreadable(f"reader protocol {action['protocol']}")
     elif "metaData" in action:
-        meta = action["metaData"]
-        configuration = dict(meta.get("configuration") or {})
-        if configuration.get("delta.columnMapping.mode", "none") != "none" or meta.get("partitionColumns"):
-            raise Unreadable("column mapping or partition columns")
+        return action["metaData"]
     elif "add" in action:
-        add = action["add"]
-        if add.get("deletionVector"):
-            raise Unreadable(f"a deletion vector on {add['path']}")
-        live[add["path"]] = add
+        live[action["add"]["path"]] = action["add"]
     elif "remove" in action:
         live.pop(action["remove"]["path"], None)
+    return meta
 
 
 def _data_path(table: Location, path: str) -> Location:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spark_apps.core.settings import Settings
-from spark_apps.io import delta_log, stream_store
+from spark_apps.io import delta_log, delta_snapshot, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
@@ -58,9 +58,9 @@ class Compaction:
 
 
 def compact(spark, settings: Settings, target: Target, tail_ratio: float = 0.0) -> list[Compaction]:
-    """Compact every gold table of ``target``'s store through the last epoch the stream has finished; a table with
-    nothing to fold is left alone, and so is one whose tail costs a full scan less than ``tail_ratio`` times its
-    base (:func:`worth_compacting`). Returns what was done.
+    """Compact every gold table of ``target``'s store through the last epoch the stream has finished, each into one
+    file; a table whose finished epochs are one file already is left alone, and so is one whose tail costs a full
+    scan less than ``tail_ratio`` times its base (:func:`worth_compacting`). Returns what was done.
 
     One compaction of a store at a time (a lock file; another one finds it held and does nothing): each reads the
     store at a version and replaces what it read, so a second one reading before the first committed would put
@@ -91,25 +91,23 @@ def _compact(spark, settings: Settings, target: Target, tail_ratio: float) -> li
     found = stream_store.stored_layout(spark, settings, target, version)
     stored = stream_store.as_stored(target.pipeline, found)
     schema = found.schema
-    tails = _tails(spark, relation, through)
+    tails = _tails(spark, location, relation, version, through)
     done = []
     for gold in stored.gold_tables:
         started = time.monotonic()
         kind, columns = gold_kind(gold.name), found.gold_columns[gold.name]
         counts = tails.get(kind)
-        if counts is None or not worth_compacting(counts.read_costs(), tail_ratio):
+        if counts is None or counts.files <= 1 or not worth_compacting(counts.read_costs(), tail_ratio):
             continue
         tail = f"(SELECT * FROM {relation} WHERE {q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through})"
         rows = f"({gold_rows_query(tail, gold, columns)})"
         kept = spark.sql(compacted_query(rows, gold, columns)).localCheckpoint(eager=True)
         after = kept.count()
-        if counts.folded == 0 and after == counts.rows:
-            continue
         written = kept.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in columns], F.col(BATCH),
                               F.lit(True).alias(RESET), F.lit(False).alias(EMPTY), F.lit(kind).alias(KIND),
                               F.lit(through).cast("long").alias(EPOCH))
         written = written.select(*[(F.col(q(f.name)) if f.name in written.columns else F.lit(None))
-                                   .cast(f.dataType).alias(f.name) for f in schema.fields])
+                                   .cast(f.dataType).alias(f.name) for f in schema.fields]).coalesce(1)
         covers = {COMPACTION: {"table": gold.name, "through_epoch": through, "through_batch": counts.batch,
                                "read_version": version}}
         writer = (written.write.format("delta").mode("overwrite")
@@ -146,38 +144,68 @@ FILE_ROWS = 2_000
 
 @dataclass(frozen=True)
 class Tail:
-    """A gold table's rows in the epochs compaction may fold: per epoch its rows and files; the rows a fold would
-    merge or drop (partials, empty resets); the newest batch among them."""
+    """A gold table's rows in the epochs compaction may fold: per epoch its rows and files, and the newest batch
+    among them. A tail of one file has nothing to gain: it is what a compaction wrote, or one batch's rows."""
 
     rows_by_epoch: dict[int, int]
     files_by_epoch: dict[int, int]
-    folded: int
     batch: int
 
     @property
     def rows(self) -> int:
         return sum(self.rows_by_epoch.values())
 
+    @property
+    def files(self) -> int:
+        return sum(self.files_by_epoch.values())
+
     def read_costs(self) -> dict[int, int]:
         """Per epoch, what a full scan of it costs, in rows (``FILE_ROWS`` a file)."""
         return {e: rows + FILE_ROWS * self.files_by_epoch[e] for e, rows in self.rows_by_epoch.items()}
 
 
-def _tails(spark, relation: str, through: int) -> dict[str, Tail]:
-    """Every gold table's :class:`Tail` through epoch ``through``, by kind: one query for them all (it reads the
-    files' footers and the two flag columns)."""
+def _tails(spark, location, relation: str, version: int, through: int) -> dict[str, Tail]:
+    """Every gold table's :class:`Tail` through epoch ``through``, by kind, from the store's log at ``version``:
+    each file's partition values and row count are in the ``add`` action that made it live. A log this reader cannot
+    follow (``io.delta_snapshot``) is left to a query, which opens every file of the finished epochs."""
+    import pyarrow
+
+    try:
+        return tails_of(delta_snapshot.file_stats(location, version), through)
+    except (delta_snapshot.Unreadable, OSError, ValueError, KeyError, pyarrow.ArrowException) as exc:
+        log.info("compaction of %s: counting its tails by a query, the log does not say (%s)", location, exc)
+    return tails_by_query(spark, relation, through)
+
+
+def tails_by_query(spark, relation: str, through: int) -> dict[str, Tail]:
+    """What :func:`tails_of` finds in the log, by a query over the files of the finished epochs."""
     found: dict[str, Tail] = {}
     for row in spark.sql(f"SELECT {q(KIND)} AS kind, {q(EPOCH)} AS epoch, count(*) AS rows, "
-                         "count(DISTINCT _metadata.file_path) AS files, "
-                         f"count_if(NOT {q(RESET)} OR {q(EMPTY)}) AS folded, max({q(BATCH)}) AS batch "
+                         f"count(DISTINCT _metadata.file_path) AS files, max({q(BATCH)}) AS batch "
                          f"FROM {relation} WHERE {q(KIND)} LIKE 'gold.%' AND {q(EPOCH)} <= {int(through)} "
                          f"GROUP BY {q(KIND)}, {q(EPOCH)}").collect():
-        had = found.get(row["kind"], Tail({}, {}, 0, -1))
-        epoch = int(row["epoch"])
-        found[row["kind"]] = Tail({**had.rows_by_epoch, epoch: int(row["rows"])},
-                                  {**had.files_by_epoch, epoch: int(row["files"])},
-                                  had.folded + int(row["folded"]), max(had.batch, int(row["batch"])))
+        found[row["kind"]] = _with(found.get(row["kind"]), int(row["epoch"]), int(row["rows"]), int(row["files"]),
+                                   int(row["batch"]))
     return found
+
+
+def tails_of(files: list[delta_snapshot.FileStats], through: int) -> dict[str, Tail]:
+    """The gold tables' tails through epoch ``through``, by kind, from the store's live files."""
+    found: dict[str, Tail] = {}
+    for file in files:
+        kind, epoch = file.partition.get(KIND) or "", file.partition.get(EPOCH)
+        if not kind.startswith("gold.") or epoch is None or int(epoch) > through:
+            continue
+        if file.max_values.get(BATCH) is None:
+            raise delta_snapshot.Unreadable(f"no largest {BATCH} for {file.path}")
+        found[kind] = _with(found.get(kind), int(epoch), file.records, 1, int(file.max_values[BATCH]))
+    return found
+
+
+def _with(tail: Tail | None, epoch: int, rows: int, files: int, batch: int) -> Tail:
+    had = tail or Tail({}, {}, -1)
+    return Tail({**had.rows_by_epoch, epoch: had.rows_by_epoch.get(epoch, 0) + rows},
+                {**had.files_by_epoch, epoch: had.files_by_epoch.get(epoch, 0) + files}, max(had.batch, batch))
 
 
 def worth_compacting(costs: dict[int, int], tail_ratio: float) -> bool:

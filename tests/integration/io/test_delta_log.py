@@ -1,13 +1,17 @@
-"""A Delta table's commits read from its commit files say what Delta's own history says, newest first."""
+"""A Delta table's commits read from its commit files say what Delta's own history says, newest first; the statistics
+of its live files read from its log say what Spark reads from those files."""
 
 import json
 import uuid
+from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from spark_apps.core.errors import PlatformError
-from spark_apps.io import delta_log
+from spark_apps.io import delta_log, delta_snapshot
 from spark_apps.io.delta_writes import commit_metadata
 
 pytestmark = pytest.mark.integration
@@ -118,3 +122,22 @@ def test_the_snapshot_read_without_a_jvm_equals_sparks_after_a_checkpoint_an_opt
     expected = sorted(tuple(r) for r in spark.read.format("delta").load(path).select("run_id", "n", "even").collect())
     got = sorted(tuple(r.values()) for r in read_table(tmp_path / "appended", ["run_id", "n", "even"]).to_pylist())
     assert got == expected and len(got) == 12
+
+
+def test_file_statistics_read_from_the_log_count_the_rows_spark_reads_from_each_file_across_a_checkpoint(
+        spark, tmp_path):
+    path = tmp_path / "partitioned"
+    spark.sql(f"CREATE TABLE delta.`{path}` (n long, part string) USING delta PARTITIONED BY (part) "
+              "TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    for i in range(5):
+        spark.range(i * 10, i * 10 + 7).selectExpr("id AS n", f"'p{i % 2}' AS part") \
+            .write.format("delta").mode("append").save(str(path))
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE n IN (1, 2, 41)")
+    version = delta_log.latest_version(path)
+    assert list((path / "_delta_log").glob("*.checkpoint.parquet")), "a checkpoint stands for the first commits"
+    read = {(Path(r["file"]).name, r["part"]): (r["rows"], r["largest"]) for r in spark.read.format("delta")
+            .load(str(path)).groupBy(F.col("_metadata.file_path").alias("file"), "part")
+            .agg(F.count("*").alias("rows"), F.max("n").alias("largest")).collect()}
+    logged = {(Path(unquote(f.path)).name, f.partition["part"]): (f.records, f.max_values["n"])
+              for f in delta_snapshot.file_stats(path, version)}
+    assert logged == read

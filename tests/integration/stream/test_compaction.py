@@ -14,10 +14,10 @@ from pyspark.testing import assertDataFrameEqual
 
 from spark_apps.core.settings import PROJECT_ROOT
 from spark_apps.core.waiting import poll
-from spark_apps.io import delta_log, stream_store
+from spark_apps.io import delta_log, delta_snapshot, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
-from spark_apps.stream.compaction import compact
+from spark_apps.stream.compaction import compact, tails_by_query, tails_of
 from spark_apps.target.resolution import target_of
 from spark_apps.transforms.store import COMPACTION, KIND, gold_kind, gold_rows
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
@@ -60,6 +60,16 @@ def gold_rows_stored(spark, settings) -> dict[str, int]:
     store = stream_store.relation(settings, target_of(settings, PIPELINE))
     return {r[KIND]: r["rows"] for r in spark.sql(f"SELECT {KIND}, count(*) AS rows FROM {store} "
                                                    f"WHERE {KIND} LIKE 'gold.%' GROUP BY {KIND}").collect()}
+
+
+def test_the_stores_log_counts_every_tail_as_a_query_over_its_files_does(spark, streamed):
+    location = table_path(streamed, TABLES.store)
+    version = delta_log.latest_version(location)
+    relation = stream_store.relation(streamed, target_of(streamed, PIPELINE), version)
+    through = version  # past every epoch
+    from_log = tails_of(delta_snapshot.file_stats(location, version), through)
+    assert set(from_log) == {gold_kind(g.name) for g in PIPELINE.gold_tables}
+    assert from_log == tails_by_query(spark, relation, through)
 
 
 def test_compaction_killed_half_way_or_finished_leaves_every_view_as_it_was(spark, streamed):

@@ -14,7 +14,7 @@ import pytest
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_snapshot
 from spark_apps.io.catalog import table_path
-from spark_apps.io.delta_snapshot import Unreadable, live_files, read_table
+from spark_apps.io.delta_snapshot import FileStats, Unreadable, file_stats, live_files, read_table
 
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
 META = {"metaData": {"id": "t", "format": {"provider": "parquet"}, "schemaString": "{}", "partitionColumns": [],
@@ -56,6 +56,42 @@ def test_the_newest_whole_checkpoint_stands_for_every_commit_before_it(tmp_path)
     commit(tmp_path, 6, data(tmp_path, "newer.parquet", run_id=["r3"]))
     with pytest.raises(Unreadable, match="not all there"):
         live_files(tmp_path)
+
+
+def stats_add(path: str, epoch: str, records: int, batch: int, **extra) -> dict:
+    return {"add": {"path": path, "partitionValues": {"_epoch": epoch}, "size": 1, "modificationTime": 0,
+                    "dataChange": True, "stats": json.dumps({"numRecords": records, "maxValues": {"_batch": batch}}),
+                    **extra}}
+
+
+def test_file_statistics_at_a_version_come_from_the_checkpoint_and_the_commits_up_to_it(tmp_path):
+    old, kept = stats_add("old.parquet", "0", 10, 1), stats_add("kept.parquet", "0", 20, 2)
+    add = pa.struct([("path", pa.string()), ("partitionValues", pa.map_(pa.string(), pa.string())),
+                     ("size", pa.int64()), ("modificationTime", pa.int64()), ("dataChange", pa.bool_()),
+                     ("stats", pa.string())])
+    schema = pa.schema([("add", add),
+                        ("metaData", pa.struct([("id", pa.string()), ("partitionColumns", pa.list_(pa.string()))])),
+                        ("protocol", pa.struct([("minReaderVersion", pa.int32()), ("minWriterVersion", pa.int32())]))])
+    rows = {"add": [None, None, {**kept["add"], "partitionValues": [("_epoch", "0")]}],
+            "metaData": [None, {"id": "t", "partitionColumns": ["_epoch"]}, None],
+            "protocol": [PROTOCOL["protocol"], None, None]}
+    (tmp_path / "_delta_log").mkdir()
+    pq.write_table(pa.Table.from_pydict(rows, schema), tmp_path / "_delta_log" / f"{4:020d}.checkpoint.parquet")
+    commit(tmp_path, 5, stats_add("new.parquet", "1", 30, 3,
+                                  deletionVector={"storageType": "u", "pathOrInlineDv": "x", "cardinality": 4}))
+    commit(tmp_path, 6, {"remove": {"path": "kept.parquet", "dataChange": False}}, old)
+    assert file_stats(tmp_path, 5) == [FileStats("kept.parquet", {"_epoch": "0"}, 20, {"_batch": 2}),
+                                       FileStats("new.parquet", {"_epoch": "1"}, 26, {"_batch": 3})]
+    assert [f.path for f in file_stats(tmp_path, 6)] == ["new.parquet", "old.parquet"]
+    with pytest.raises(Unreadable, match="not all there"):
+        file_stats(tmp_path, 7)
+
+
+def test_a_file_without_statistics_is_left_to_spark(tmp_path):
+    commit(tmp_path, 0, PROTOCOL, META, {"add": {"path": "x.parquet", "size": 1, "modificationTime": 0,
+                                                 "dataChange": True}})
+    with pytest.raises(Unreadable, match="no statistics"):
+        file_stats(tmp_path, 0)
 
 
 @pytest.mark.parametrize("action", [

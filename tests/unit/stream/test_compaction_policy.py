@@ -7,8 +7,12 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from spark_apps.stream.compaction import FILE_ROWS, Tail, newest_epoch, worth_compacting
-from spark_apps.transforms.store import COMPACTION
+import pytest
+
+from spark_apps.io.delta_snapshot import FileStats, Unreadable
+from spark_apps.pipeline.folds import BATCH
+from spark_apps.stream.compaction import FILE_ROWS, Tail, newest_epoch, tails_of, worth_compacting
+from spark_apps.transforms.store import COMPACTION, EPOCH, KIND
 
 
 def test_a_tail_that_costs_at_least_the_ratio_of_the_base_is_worth_compacting():
@@ -17,14 +21,14 @@ def test_a_tail_that_costs_at_least_the_ratio_of_the_base_is_worth_compacting():
 
 
 def test_a_file_costs_a_scan_as_much_as_many_rows():
-    tail = Tail({3: 1_600, 4: 600}, {3: 1, 4: 20}, folded=600, batch=99)
+    tail = Tail({3: 1_600, 4: 600}, {3: 1, 4: 20}, batch=99)
     assert tail.rows == 2_200
     assert tail.read_costs() == {3: 1_600 + FILE_ROWS, 4: 600 + 20 * FILE_ROWS}
 
 
 def test_a_large_base_waits_for_its_tail_while_a_small_one_is_compacted_every_epoch():
-    order_status = Tail({7: 677_000, 8: 20_000}, {7: 4, 8: 20}, folded=0, batch=179)
-    merchant_revenue = Tail({7: 1_600, 8: 600}, {7: 1, 8: 20}, folded=600, batch=179)
+    order_status = Tail({7: 677_000, 8: 20_000}, {7: 4, 8: 20}, batch=179)
+    merchant_revenue = Tail({7: 1_600, 8: 600}, {7: 1, 8: 20}, batch=179)
     assert not worth_compacting(order_status.read_costs(), 0.4)
     assert worth_compacting(merchant_revenue.read_costs(), 0.4)
 
@@ -72,3 +76,21 @@ def test_a_store_whose_batches_do_not_name_their_epoch_is_asked_by_a_query(tmp_p
     spark = _AskedSpark(7)
     assert newest_epoch(spark, tmp_path, "store", version=2) == 7
     assert len(spark.asked) == 1
+
+
+def _file(kind: str, epoch: int | None, records: int, batch: int | None) -> FileStats:
+    return FileStats(f"{kind}-{epoch}-{records}.parquet", {KIND: kind, EPOCH: None if epoch is None else str(epoch)},
+                     records, {} if batch is None else {BATCH: batch})
+
+
+def test_a_tail_is_counted_from_the_logs_files_of_gold_kinds_in_finished_epochs():
+    files = [_file("gold.a", 3, 1_000, 59), _file("gold.a", 4, 40, 80), _file("gold.a", 4, 60, 99),
+             _file("gold.a", 5, 70, 100), _file("record", 4, 2_000, 99), _file("gold.b", 4, 5, 97)]
+    assert tails_of(files, through=4) == {"gold.a": Tail({3: 1_000, 4: 100}, {3: 1, 4: 2}, batch=99),
+                                          "gold.b": Tail({4: 5}, {4: 1}, batch=97)}
+    assert tails_of(files, through=4)["gold.a"].files == 3
+
+
+def test_a_gold_file_without_its_largest_batch_in_the_log_is_left_to_the_query():
+    with pytest.raises(Unreadable, match="largest"):
+        tails_of([_file("gold.a", 3, 10, None)], through=3)
