@@ -15,3 +15,10 @@ class BrokerError(PlatformError):
 
 class TopicConfigError(PlatformError):
     """A topic exists with a configuration that would make replay inexact."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception in one line for a log or a ledger: its message's first line, or its class's name when it has
+    no message (a Spark error's message goes on with a JVM stack trace)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_apps.core.errors import PlatformError
+from spark_apps.core.errors import PlatformError, first_line
 from spark_apps.core.object_path import Location, ObjectPath, remove_tree
 from spark_apps.core.settings import LOCATION_FIELDS, Settings
 from spark_apps.core.waiting import poll, wait_for
@@ -630,7 +630,7 @@ def run_scenario(name: str, lab: Lab, plan: ChaosPlan) -> ScenarioResult:
         SCENARIOS[name](lab, plan)
         verdict = verify(lab)
     except Exception as exc:  # one broken scenario must not hide the others' results
-        error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        error = first_line(exc)
         if not isinstance(exc, PlatformError):
             log.exception("chaos %s: unexpected error", name)
         lab.note(f"FAILED: {error}")

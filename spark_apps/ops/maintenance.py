@@ -27,7 +27,7 @@ from spark_apps.alerts.alert import Alert, runbook
 from spark_apps.alerts.dispatch import ALERTS_TABLE, raise_alert, resolve
 from spark_apps.audit.ledger import LEDGER_TABLE
 from spark_apps.audit.recompute import RetentionError, check_retention, stream_tables
-from spark_apps.core.errors import PlatformError
+from spark_apps.core.errors import PlatformError, first_line
 from spark_apps.core.object_path import Location
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, lineage, stream_store
@@ -108,7 +108,7 @@ def _compact(spark, settings: Settings, target: Target) -> list[Compaction]:
     try:
         return compact(spark, settings, target)
     except Exception as exc:  # compaction only makes reads cheaper; it must not stop maintenance
-        log.error("compaction of %s failed: %s", store, str(exc).strip().splitlines()[0])
+        log.error("compaction of %s failed: %s", store, first_line(exc))
         return []
 
 
@@ -134,7 +134,7 @@ def _maintain_table(spark, settings: Settings, table: str, path: Location, optim
                              f"VACUUM {table}")
             vacuumed = _vacuumed_files(path)
     except Exception as exc:  # one table's failure must not stop the others' maintenance or the checks
-        error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        error = first_line(exc)
         log.error("maintenance of %s failed: %s", table, error)
     result = TableMaintenance(table, before, _live_files(spark, path), vacuumed, time.monotonic() - started, error)
     log.info("%s: %d -> %d files, %s vacuumed, %.1fs", table, result.files_before, result.files_after,

@@ -30,6 +30,7 @@ from spark_apps.alerts.alert import Alert, runbook
 from spark_apps.alerts.dispatch import dispatch, resolve
 from spark_apps.audit import ledger
 from spark_apps.audit.reconciliation import Reconciliation, reconcile_or_reuse
+from spark_apps.core.errors import first_line
 from spark_apps.core.object_path import ObjectStoreUnavailable
 from spark_apps.core.settings import Settings
 from spark_apps.pipeline.target import Target
@@ -149,6 +150,5 @@ def _overview(spark, settings: Settings, target: Target) -> Path | None:
     try:
         return write_overview(spark, settings, target)
     except Exception as exc:  # noqa: BLE001 - the page is a view of what is recorded, never part of the verdict
-        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        log.error("the overview of %s was not written: %s", target.pipeline.name, reason)
+        log.error("the overview of %s was not written: %s", target.pipeline.name, first_line(exc))
         return None

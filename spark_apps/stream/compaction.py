@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from spark_apps.core.errors import first_line
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, delta_snapshot, stream_store
 from spark_apps.io.catalog import table_path
@@ -260,6 +261,5 @@ class StreamCompaction:
         try:
             self.done += compact(session, self.settings, self.target, self.settings.compaction_tail_ratio)
         except Exception as exc:  # noqa: BLE001 - the views are whole either way; the next epoch tries again
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             log.warning("the stream's compaction of %s failed; the next epoch tries again: %s",
-                        self.target.tables.store, first)
+                        self.target.tables.store, first_line(exc))

@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_apps.core.errors import PlatformError
+from spark_apps.core.errors import PlatformError, first_line
 from spark_apps.core.object_path import Location, remove_tree
 from spark_apps.core.paths import forget_ending, write_json_whole
 from spark_apps.core.progress import phase_times, timed
@@ -357,7 +357,7 @@ class StreamJob:
                                       stream_store.latest_version(self.settings, self.target))
         except Exception as exc:  # noqa: BLE001 - serving lags a batch; the tables must not
             log.warning("batch %d: the serving cut of %s stays where it was: %s", batch_id, self.pipeline.name,
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)
+                        first_line(exc))
 
     # ---- running ------------------------------------------------------------------------------
 
