@@ -6,15 +6,17 @@ every whole epoch the stream has finished with what they fold to: one reset row 
 merged, without its output) or a key's latest reset, and nothing for a key without rows
 (:func:`~spark_apps.pipeline.folds.compacted_query` says why every view returns the same rows after it).
 
-Why it never conflicts with the running stream: it replaces whole partitions (``_kind`` = the table, ``_epoch`` up
+Why it never conflicts with the running stream: it replaces whole partitions (``_kind`` = a table, ``_epoch`` up
 to the last finished one) and the stream only appends to the epoch of its current batch or later; and its commit
-is marked ``dataChange=false``, as an ``OPTIMIZE`` is, since no view's row changes. Each table is one commit whose
-``userMetadata`` says which batches its base now covers, so a compaction killed half way leaves some tables
-compacted and the others as they were, every view unchanged, and the next run goes on.
+is marked ``dataChange=false``, as an ``OPTIMIZE`` is, since no view's row changes. A run is one commit for every
+table it folds, whose ``userMetadata`` says which batches each table's base now covers: a compaction killed half
+way leaves every table as it was, every view unchanged, and the next run does it all. One commit, not one per
+table: each commit made Delta build the store's next snapshot for the next table's write, about 1 s a table.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -44,7 +46,8 @@ ONE_TASK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.leafNodeDefault
 
 @dataclass(frozen=True)
 class Compaction:
-    """What compaction did to one gold table: the epochs and batches its base covers, rows before and after."""
+    """What compaction did to one gold table: the epochs and batches its base covers, rows before and after, and
+    the seconds of the run that did it (one commit for every table it folded)."""
 
     table: str
     through_epoch: int
@@ -105,35 +108,40 @@ def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, ve
         return []
     through = newest - 1
     stored = stream_store.as_stored(target.pipeline, found)
-    schema = found.schema
     tails = _tails(spark, location, relation, version, through)
-    done = []
+    chosen = []
     for gold in stored.gold_tables:
-        started = time.monotonic()
+        counts = tails.get(gold_kind(gold.name))
+        if counts is not None and counts.files > 1 and worth_compacting(counts.read_costs(), tail_ratio):
+            chosen.append((gold, counts))
+    if not chosen:
+        return []
+    started = time.monotonic()
+    parts = []
+    for gold, _ in chosen:
         kind, columns = gold_kind(gold.name), found.gold_columns[gold.name]
-        counts = tails.get(kind)
-        if counts is None or counts.files <= 1 or not worth_compacting(counts.read_costs(), tail_ratio):
-            continue
         tail = f"(SELECT * FROM {relation} WHERE {q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through})"
-        rows = f"({gold_rows_query(tail, gold, columns)})"
-        kept = spark.sql(compacted_query(rows, gold, columns)).localCheckpoint(eager=True)
-        after = kept.count()
+        kept = spark.sql(compacted_query(f"({gold_rows_query(tail, gold, columns)})", gold, columns))
         written = kept.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in columns], F.col(BATCH),
                               F.lit(True).alias(RESET), F.lit(False).alias(EMPTY), F.lit(kind).alias(KIND),
                               F.lit(through).cast("long").alias(EPOCH))
-        written = written.select(*[(F.col(q(f.name)) if f.name in written.columns else F.lit(None))
-                                   .cast(f.dataType).alias(f.name) for f in schema.fields]).coalesce(1)
-        covers = {COMPACTION: {"table": gold.name, "through_epoch": through, "through_batch": counts.batch,
-                               "read_version": version}}
-        writer = (written.write.format("delta").mode("overwrite")
-                  .option("replaceWhere", f"{q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through}")
-                  .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
-        with table_write(spark, settings, location, f"compaction of {kind}"):
-            with_retries(lambda w=writer: w.save(str(location)), f"compaction of {kind}")
-        result = Compaction(target.tables.gold(gold.name), through, counts.batch, counts.rows, after,
-                            time.monotonic() - started)
+        parts.append(written.select(*[(F.col(q(f.name)) if f.name in written.columns else F.lit(None))
+                                      .cast(f.dataType).alias(f.name) for f in found.schema.fields]))
+    written = functools.reduce(lambda a, b: a.unionByName(b), parts).coalesce(1).localCheckpoint(eager=True)
+    after = {row[KIND]: row["count"] for row in written.groupBy(KIND).count().collect()}
+    kinds = ", ".join(f"'{gold_kind(gold.name)}'" for gold, _ in chosen)
+    covers = {COMPACTION: {"tables": {gold.name: counts.batch for gold, counts in chosen}, "through_epoch": through,
+                           "read_version": version}}
+    writer = (written.write.format("delta").mode("overwrite")
+              .option("replaceWhere", f"{q(KIND)} IN ({kinds}) AND {q(EPOCH)} <= {through}")
+              .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
+    with table_write(spark, settings, location, f"compaction of {kinds}"):
+        with_retries(lambda: writer.save(str(location)), f"compaction of {kinds}")
+    seconds = time.monotonic() - started
+    done = [Compaction(target.tables.gold(gold.name), through, counts.batch, counts.rows,
+                       after.get(gold_kind(gold.name), 0), seconds) for gold, counts in chosen]
+    for result in done:
         log.info("%s", result.line())
-        done.append(result)
     return done
 
 

@@ -64,7 +64,7 @@ class _AskedSpark:
 
 def test_thenewest_epoch_is_read_from_the_newest_batch_commit_not_from_the_files(tmp_path):
     _log(tmp_path, None, {"batch_id": 0, "epoch": 0}, {"batch_id": 41, "epoch": 2},
-         {COMPACTION: {"table": "t"}}, {"batch_id": 42, "epoch": 2}, {"batch_id": 60, "epoch": 3})
+         {COMPACTION: {"tables": {"t": 40}}}, {"batch_id": 42, "epoch": 2}, {"batch_id": 60, "epoch": 3})
     spark = _AskedSpark(99)
     assert newest_epoch(spark, tmp_path, "store", version=4) == 2
     assert newest_epoch(spark, tmp_path, "store", version=5) == 3
@@ -72,7 +72,7 @@ def test_thenewest_epoch_is_read_from_the_newest_batch_commit_not_from_the_files
 
 
 def test_a_store_whose_batches_do_not_name_their_epoch_is_asked_by_a_query(tmp_path):
-    _log(tmp_path, None, {"batch_id": 0}, {COMPACTION: {"table": "t"}})
+    _log(tmp_path, None, {"batch_id": 0}, {COMPACTION: {"tables": {"t": 40}}})
     spark = _AskedSpark(7)
     assert newest_epoch(spark, tmp_path, "store", version=2) == 7
     assert len(spark.asked) == 1
