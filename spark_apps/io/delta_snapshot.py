@@ -49,8 +49,7 @@ class FileStats:
 def live_files(table: Location) -> list[Location]:
     """The data files of the table's newest version, in the order the log added them."""
     adds, meta = _live_adds(table)
-    configuration = dict(meta.get("configuration") or {})
-    if configuration.get("delta.columnMapping.mode", "none") != "none" or meta.get("partitionColumns"):
+    if _column_mapped(meta) or meta.get("partitionColumns"):
         raise Unreadable("column mapping or partition columns")
     for add in adds:
         if add.get("deletionVector"):
@@ -62,7 +61,7 @@ def file_stats(table: Location, version: int) -> list[FileStats]:
     """Every live data file of the table at ``version``, with the statistics its ``add`` action carries: what
     opening every file would tell, read from the log alone (rows a deletion vector hides are not counted)."""
     adds, meta = _live_adds(table, version)
-    if dict(meta.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
+    if _column_mapped(meta):
         raise Unreadable("column mapping")
     found = []
     for add in adds:
@@ -73,6 +72,11 @@ def file_stats(table: Location, version: int) -> list[FileStats]:
         found.append(FileStats(add["path"], dict(add.get("partitionValues") or {}), int(stats["numRecords"]) - hidden,
                                dict(stats.get("maxValues") or {})))
     return found
+
+
+def _column_mapped(meta: dict) -> bool:
+    """Whether the table's files name their columns otherwise than its schema (Delta's column mapping)."""
+    return dict(meta.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none"
 
 
 def _live_adds(table: Location, version: int | None = None) -> tuple[list[dict], dict]:

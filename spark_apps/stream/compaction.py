@@ -91,17 +91,16 @@ def _compact(spark, settings: Settings, target: Target, tail_ratio: float) -> li
     view = f"_compaction_of_{target.tables.store.replace('.', '_')}"
     pinned.createOrReplaceTempView(view)
     try:
-        return _compact_at(spark, settings, target, tail_ratio, version, q(view),
+        return _compact_at(spark, settings, target, tail_ratio, location, version, q(view),
                            stream_store.layout_of(target.pipeline, pinned.schema))
     finally:
         spark.catalog.dropTempView(view)
 
 
-def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, version: int, relation: str,
-                found: stream_store.StoreLayout) -> list[Compaction]:
+def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, location, version: int,
+                relation: str, found: stream_store.StoreLayout) -> list[Compaction]:
     from pyspark.sql import functions as F
 
-    location = table_path(settings, target.tables.store)
     newest = newest_epoch(spark, location, relation, version)
     if newest is None or newest == 0:
         log.info("compaction of %s: no finished epoch yet", target.tables.store)
