@@ -200,7 +200,13 @@ def end_to_end_latency(spark, settings: Settings, target: Target, rate: float, s
             "batches": len(timed), "batch_duration_s": stats.percentiles([b.duration_s for b in batches]),
             "trigger_interval_s": settings.trigger_interval_s, "warm_up_s": WARM_UP_S,
             "timeline": stats.latency_timeline(points),
-            "per_batch": _per_batch(job, batches)}
+            "per_batch": _per_batch(job, batches),
+            "compactions": [_compaction_of(c) for c in (job.compaction.done if job.compaction else [])]}
+
+
+def _compaction_of(done) -> dict:
+    return {"table": done.table, "from_epoch": done.from_epoch, "through_batch": done.through_batch,
+            "rows_before": done.rows_before, "rows_after": done.rows_after, "seconds": round(done.seconds, 2)}
 
 
 # Issue 24's "batch cost flat in table size" compares micro-batches of one size over small and large tables: this
@@ -300,8 +306,7 @@ def compaction(spark, settings: Settings, target: Target) -> dict:
     started = time.monotonic()
     done = compact(spark, settings, target)
     return {"seconds": round(time.monotonic() - started, 2),
-            "tables": [{"table": c.table, "through_batch": c.through_batch, "rows_before": c.rows_before,
-                        "rows_after": c.rows_after, "seconds": round(c.seconds, 2)} for c in done]}
+            "tables": [_compaction_of(c) for c in done]}
 
 
 READ_REPEATS = 5

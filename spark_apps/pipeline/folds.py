@@ -58,20 +58,40 @@ def fold_query(rows: str, gold: GoldTable, columns: Sequence[str]) -> str:
     return f"SELECT {output} FROM ({_merged(live, gold)})"
 
 
-def compacted_query(rows: str, gold: GoldTable, columns: Sequence[str]) -> str:
+def compacted_query(rows: str, gold: GoldTable, columns: Sequence[str], segment: bool = False) -> str:
     """SQL: what compaction keeps of ``rows`` (as :func:`fold_query` takes them): per recompute key, its live rows
     in the stored ``columns``, merged per primary key when the table folds, each with the batch of the key's newest
-    live row as ``_batch_id``. Written as resets in place of all of ``rows``, they leave the table unchanged: a
-    reset of a key's live rows supersedes what they superseded, later rows fold onto it as they folded onto those
-    rows (a fold's merge is associative), and a key with no live rows keeps none."""
+    row as ``_batch_id``, and with ``_reset`` and ``_empty``.
+
+    Of a table's oldest rows (``segment`` false) every kept row is a reset: written in place of all of ``rows``, they
+    leave the table unchanged. A reset of a key's live rows supersedes what they superseded, later rows fold onto it
+    as they folded onto those rows (a fold's merge is associative), and a key with no live rows keeps none.
+
+    Of a ``segment`` (rows of some batches with older ones before them, which stay), a kept row is a reset only when
+    its key had one in the segment; a key without one keeps its merged partial rows, which fold onto the older rows
+    as the segment's did. A key whose latest reset in the segment was empty, with no row after it, keeps one empty
+    reset: it must still supersede the older rows."""
     keys = listed(gold.recompute_keys)
-    live = f"SELECT *, max({q(BATCH)}) OVER (PARTITION BY {keys}) AS {q('_last')} FROM ({_live(rows, gold)})"
+    since = f"max(CASE WHEN {q(RESET)} THEN {q(BATCH)} END) OVER (PARTITION BY {keys})"
+    marked = (f"SELECT *, {since} AS {q('_since')}, max({q(BATCH)}) OVER (PARTITION BY {keys}) AS {q('_last')} "
+              f"FROM {rows}")
+    live = f"SELECT * FROM ({marked}) WHERE {q(BATCH)} >= coalesce({q('_since')}, -1) AND NOT {q(EMPTY)}"
+    reset = f"{q('_since')} IS NOT NULL" if segment else "true"
     if gold.fold is None:
-        return f"SELECT {listed(columns)}, {q('_last')} AS {q(BATCH)} FROM ({live})"
-    merged = _merged(live, gold, (f"max({q('_last')}) AS {q(BATCH)}",))
-    made = set(merged_columns(gold))
-    kept = ", ".join(q(c) if c in made else f"NULL AS {q(c)}" for c in columns)
-    return f"SELECT {kept}, {q(BATCH)} FROM ({merged})"
+        kept = f"SELECT {listed(columns)}, {q('_last')} AS {q(BATCH)}, {reset} AS {q(RESET)}, false AS {q(EMPTY)} " \
+               f"FROM ({live})"
+    else:
+        merged = _merged(live, gold, (f"max({q('_last')}) AS {q(BATCH)}", f"bool_or({reset}) AS {q(RESET)}"))
+        made = set(merged_columns(gold))
+        values = ", ".join(q(c) if c in made else f"NULL AS {q(c)}" for c in columns)
+        kept = f"SELECT {values}, {q(BATCH)}, {q(RESET)}, false AS {q(EMPTY)} FROM ({merged})"
+    if not segment:
+        return kept
+    alive = f"CASE WHEN {q(BATCH)} >= coalesce({q('_since')}, -1) AND NOT {q(EMPTY)} THEN 1 END"
+    values = ", ".join(q(c) if c in gold.recompute_keys else f"NULL AS {q(c)}" for c in columns)
+    emptied = (f"SELECT {values}, max({q('_last')}) AS {q(BATCH)}, true AS {q(RESET)}, true AS {q(EMPTY)} "
+               f"FROM ({marked}) GROUP BY {keys} HAVING count({alive}) = 0")
+    return f"{kept} UNION ALL {emptied}"
 
 
 def merged_columns(gold: GoldTable) -> list[str]:

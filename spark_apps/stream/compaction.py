@@ -2,12 +2,13 @@
 
 The stream appends every micro-batch's gold rows (partial rows of a fold, resets of a recomputed key) and never
 rewrites them, so a gold view folds more rows with every batch. Compaction replaces, per gold table, the rows of
-every whole epoch the stream has finished with what they fold to: one reset row per primary key (a fold's partials
-merged, without its output) or a key's latest reset, and nothing for a key without rows
-(:func:`~spark_apps.pipeline.folds.compacted_query` says why every view returns the same rows after it).
+whole epochs the stream has finished with what they fold to: one row per primary key (a fold's partials merged,
+without its output) or a key's latest reset (:func:`~spark_apps.pipeline.folds.compacted_query` says why every view
+returns the same rows after it). Tiered (:func:`first_epoch_to_fold`): every finished epoch into one base, or only
+the fresh epochs into a run of their own beside the base, which a tail of mostly new keys does not pay to rewrite.
 
-Why it never conflicts with the running stream: it replaces whole partitions (``_kind`` = a table, ``_epoch`` up
-to the last finished one) and the stream only appends to the epoch of its current batch or later; and its commit
+Why it never conflicts with the running stream: it replaces whole partitions (``_kind`` = a table, ``_epoch`` in
+the finished ones it folds) and the stream only appends to the epoch of its current batch or later; and its commit
 is marked ``dataChange=false``, as an ``OPTIMIZE`` is, since no view's row changes. A run is one commit for every
 table it folds, whose ``userMetadata`` says which batches each table's base now covers: a compaction killed half
 way leaves every table as it was, every view unchanged, and the next run does it all. One commit, not one per
@@ -46,10 +47,12 @@ ONE_TASK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.leafNodeDefault
 
 @dataclass(frozen=True)
 class Compaction:
-    """What compaction did to one gold table: the epochs and batches its base covers, rows before and after, and
-    the seconds of the run that did it (one commit for every table it folded)."""
+    """What compaction did to one gold table: the epochs it folded (all of them up to ``through_epoch``, or a
+    segment after its base) and the newest batch among them, rows before and after, and the seconds of the run that
+    did it (one commit for every table it folded)."""
 
     table: str
+    from_epoch: int
     through_epoch: int
     through_batch: int
     rows_before: int
@@ -57,14 +60,15 @@ class Compaction:
     seconds: float
 
     def line(self) -> str:
-        return (f"{self.table:36s} compacted through batch {self.through_batch} (epoch {self.through_epoch}): "
-                f"{self.rows_before} rows -> {self.rows_after}, {self.seconds:.1f}s")
+        return (f"{self.table:36s} compacted epochs {self.from_epoch}-{self.through_epoch} through batch "
+                f"{self.through_batch}: {self.rows_before} rows -> {self.rows_after}, {self.seconds:.1f}s")
 
 
 def compact(spark, settings: Settings, target: Target, tail_ratio: float = 0.0) -> list[Compaction]:
-    """Compact every gold table of ``target``'s store through the last epoch the stream has finished, each into one
-    file; a table whose finished epochs are one file already is left alone, and so is one whose tail costs a full
-    scan less than ``tail_ratio`` times its base (:func:`worth_compacting`). Returns what was done.
+    """Compact every gold table of ``target``'s store through the last epoch the stream has finished: with a
+    ``tail_ratio`` of 0 each into one file, a table whose finished epochs are one file already left alone; with
+    another, whole or by a segment of its fresh epochs, as :func:`first_epoch_to_fold` decides. Returns what was
+    done.
 
     One compaction of a store at a time (a lock file; another one finds it held and does nothing): each reads the
     store at a version and replaces what it read, so a second one reading before the first committed would put
@@ -111,34 +115,38 @@ def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, lo
     chosen = []
     for gold in stored.gold_tables:
         counts = tails.get(gold_kind(gold.name))
-        if counts is not None and counts.files > 1 and worth_compacting(counts.read_costs(), tail_ratio):
-            chosen.append((gold, counts))
+        first = None if counts is None else first_epoch_to_fold(counts, tail_ratio)
+        if first is not None:
+            chosen.append((gold, counts, first))
     if not chosen:
         return []
     started = time.monotonic()
-    parts = []
-    for gold, _ in chosen:
+    parts, replaced = [], []
+    for gold, counts, first in chosen:
         kind, columns = gold_kind(gold.name), found.gold_columns[gold.name]
-        tail = f"(SELECT * FROM {relation} WHERE {q(KIND)} = '{kind}' AND {q(EPOCH)} <= {through})"
-        kept = spark.sql(compacted_query(f"({gold_rows_query(tail, gold, columns)})", gold, columns))
+        epochs = f"{q(KIND)} = '{kind}' AND {q(EPOCH)} >= {first} AND {q(EPOCH)} <= {through}"
+        replaced.append(f"({epochs})")
+        rows = f"({gold_rows_query(f'(SELECT * FROM {relation} WHERE {epochs})', gold, columns)})"
+        kept = spark.sql(compacted_query(rows, gold, columns, segment=first > min(counts.files_by_epoch)))
         written = kept.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in columns], F.col(BATCH),
-                              F.lit(True).alias(RESET), F.lit(False).alias(EMPTY), F.lit(kind).alias(KIND),
+                              F.col(RESET), F.col(EMPTY), F.lit(kind).alias(KIND),
                               F.lit(through).cast("long").alias(EPOCH))
         parts.append(written.select(*[(F.col(q(f.name)) if f.name in written.columns else F.lit(None))
                                       .cast(f.dataType).alias(f.name) for f in found.schema.fields]))
     written = functools.reduce(lambda a, b: a.unionByName(b), parts).coalesce(1).localCheckpoint(eager=True)
     after = {row[KIND]: row["count"] for row in written.groupBy(KIND).count().collect()}
-    kinds = ", ".join(f"'{gold_kind(gold.name)}'" for gold, _ in chosen)
-    covers = {COMPACTION: {"tables": {gold.name: counts.batch for gold, counts in chosen}, "through_epoch": through,
+    kinds = ", ".join(f"'{gold_kind(gold.name)}'" for gold, _, _ in chosen)
+    covers = {COMPACTION: {"tables": {gold.name: counts.batch for gold, counts, _ in chosen},
+                           "from_epochs": {gold.name: first for gold, _, first in chosen}, "through_epoch": through,
                            "read_version": version}}
-    writer = (written.write.format("delta").mode("overwrite")
-              .option("replaceWhere", f"{q(KIND)} IN ({kinds}) AND {q(EPOCH)} <= {through}")
+    writer = (written.write.format("delta").mode("overwrite").option("replaceWhere", " OR ".join(replaced))
               .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
     with table_write(spark, settings, location, f"compaction of {kinds}"):
         with_retries(lambda: writer.save(str(location)), f"compaction of {kinds}")
     seconds = time.monotonic() - started
-    done = [Compaction(target.tables.gold(gold.name), through, counts.batch, counts.rows,
-                       after.get(gold_kind(gold.name), 0), seconds) for gold, counts in chosen]
+    done = [Compaction(target.tables.gold(gold.name), first, through, counts.batch,
+                       sum(rows for epoch, rows in counts.rows_by_epoch.items() if epoch >= first),
+                       after.get(gold_kind(gold.name), 0), seconds) for gold, counts, first in chosen]
     for result in done:
         log.info("%s", result.line())
     return done
@@ -230,12 +238,46 @@ def _with(tail: Tail | None, epoch: int, rows: int, files: int, batch: int) -> T
                 {**had.files_by_epoch, epoch: had.files_by_epoch.get(epoch, 0) + files}, max(had.batch, batch))
 
 
+# A table's tail may hold this many single-file runs (each a folded segment, or an epoch of one file) before the
+# next compaction folds them into one with the fresh epochs: each costs a full scan about 5 ms.
+MAX_RUNS = 8
+
+
+def first_epoch_to_fold(tail: Tail, tail_ratio: float) -> int | None:
+    """The first epoch compaction folds of a table whose finished epochs are ``tail`` (through the newest of them),
+    or None: nothing worth it. Tiered, as Paimon's universal compaction is: the oldest epoch is the table's base.
+
+    - A ratio of 0 folds every epoch into one (the DAG's run and ``kappa compact``), unless that is one file already.
+    - All of them too once the tail, folded, would cost a scan at least ``tail_ratio`` times the base
+      (:func:`worth_compacting`): a small table, or a tail grown large beside its base.
+    - Otherwise only the epochs after the newest run (an epoch of one file) are folded, into one run of their own,
+      and the base is not read: its cost stays out of a run whose tail is mostly new keys. Once the runs reach
+      ``MAX_RUNS``, every epoch after the base is folded into one run.
+    - A lone epoch is left alone (folding it onto nothing only shrinks it, which the DAG's run still does)."""
+    epochs = sorted(tail.files_by_epoch)
+    if tail.files <= 1:
+        return None
+    if tail_ratio == 0:
+        return epochs[0]
+    base, after = epochs[0], epochs[1:]
+    if not after:
+        return None
+    runs = [e for e in after if tail.files_by_epoch[e] == 1]
+    costs = tail.read_costs()
+    folded = {base: costs[base], after[0]: sum(tail.rows_by_epoch[e] for e in after) + FILE_ROWS * (len(runs) + 1)}
+    if worth_compacting(folded, tail_ratio):
+        return base
+    if len(runs) >= MAX_RUNS:
+        return after[0]
+    fresh = [e for e in after if e > max(runs, default=base)]
+    return fresh[0] if sum(tail.files_by_epoch[e] for e in fresh) > 1 else None
+
+
 def worth_compacting(costs: dict[int, int], tail_ratio: float) -> bool:
     """Whether a table whose finished epochs cost ``costs`` to read (epoch -> cost) is worth compacting: its tail,
     every epoch after its oldest (its base, once compacted), costs at least ``tail_ratio`` times the oldest one, so
     a full scan of the table costs about ``1 + tail_ratio`` times a compacted one. A ratio of 0 compacts any tail; a
-    table with one epoch or none has no tail to fold onto a base (compacting a lone epoch only shrinks it, which
-    the DAG's run still does)."""
+    table with one epoch or none has no tail to fold onto a base."""
     if tail_ratio == 0:
         return bool(costs)
     if len(costs) < 2:

@@ -21,7 +21,7 @@ from spark_apps.io.catalog import table_path
 from spark_apps.marketplace.pipeline import PIPELINE
 from spark_apps.stream.compaction import compact, tails_by_query, tails_of
 from spark_apps.target.resolution import target_of
-from spark_apps.transforms.store import COMPACTION, KIND, gold_kind, gold_rows
+from spark_apps.transforms.store import COMPACTION, EPOCH, KIND, gold_kind, gold_rows
 from tests.support.streams import fresh_stream_settings, produce_hard_cases, read_stream_table, run_stream
 from tests.support.topics import delete_topics
 
@@ -114,12 +114,36 @@ def test_compaction_killed_half_way_or_finished_leaves_every_view_as_it_was(spar
         f"nothing more to fold until the stream adds an epoch ({newest})"
 
 
+def live_gold_files(settings) -> dict[str, dict[int, set[str]]]:
+    """The store's live gold files now, by kind and epoch, from its log."""
+    location = table_path(settings, TABLES.store)
+    found: dict[str, dict[int, set[str]]] = {}
+    for file in delta_snapshot.file_stats(location, delta_log.latest_version(location)):
+        if file.partition[KIND].startswith("gold."):
+            found.setdefault(file.partition[KIND], {}).setdefault(int(file.partition[EPOCH]), set()).add(file.path)
+    return found
+
+
 def test_the_stream_goes_on_over_a_compacted_store_and_gold_stays_the_fold_of_every_event(spark, streamed):
+    """A base, then the new epochs folded into runs of their own beside it (the base not rewritten, every view as it
+    was), then all of it folded into one: gold is the fold of every event throughout."""
     local = streamed
-    compact(spark, local, target_of(local, PIPELINE))
+    target = target_of(local, PIPELINE)
+    compact(spark, local, target)
     produce_hard_cases(local, total=600, seed=6)
     run_stream(spark, local)
-    assert compact(spark, local, target_of(local, PIPELINE)), "the new batches finished epochs to fold"
+    before, files = views(spark, local), live_gold_files(local)
+    runs = compact(spark, local, target, tail_ratio=1000.0)
+    assert runs, "the new batches finished epochs to fold"
+    assert_same_views(spark, local, before)
+    after = live_gold_files(local)
+    for run in runs:
+        kind = gold_kind(run.table.split(".", 1)[1])
+        base = min(files[kind])
+        assert run.from_epoch > base and after[kind][base] == files[kind][base], (run, files[kind], after[kind])
+        assert len(after[kind][run.through_epoch]) == 1, after[kind]
+    assert compact(spark, local, target), "a ratio of 0 folds the base and its runs into one"
+    assert_same_views(spark, local, before)
     on_time = read_stream_table(spark, local, TABLES.events).where("NOT is_late")
     for gold in PIPELINE.gold_tables:
         expected = gold_rows(gold, on_time, local)

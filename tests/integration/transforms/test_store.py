@@ -104,6 +104,23 @@ def test_an_empty_reset_leaves_its_key_without_rows_until_a_later_batch_brings_s
     assert spark.sql(fold_query("{rows}", ORDER_STATUS, columns), rows=again).count() == 1
 
 
+def test_a_segment_that_left_a_key_without_rows_keeps_it_empty_over_the_older_rows(spark):
+    settings = Settings()
+    at = lambda s: T0 + dt.timedelta(seconds=s)  # noqa: E731
+    rows, columns = stored(spark, ORDER_STATUS, [[("e1", "order_placed", at(1), "o1", "c1", "m1", 500, "EUR")],
+                                                 [("e2", "order_placed", at(2), "o2", "c1", "m1", 700, "EUR")]],
+                           settings)
+    empty = spark.createDataFrame([("o1", 1, True, True)], f"order_id string, {BATCH} long, {RESET} boolean, "
+                                                            f"{EMPTY} boolean")
+    rows = rows.unionByName(empty, allowMissingColumns=True)
+    kept = spark.sql(compacted_query("{rows}", ORDER_STATUS, columns, segment=True), rows=rows.where(f"{BATCH} = 1"))
+    assert sorted((r.order_id, r[RESET], r[EMPTY]) for r in kept.collect()) == [("o1", True, True),
+                                                                                   ("o2", False, False)]
+    compacted = rows.where(f"{BATCH} = 0").unionByName(kept)
+    assert [r.order_id for r in spark.sql(fold_query("{rows}", ORDER_STATUS, columns), rows=compacted).collect()] \
+        == ["o2"]
+
+
 def store_rows(spark, rows: list[dict]):
     """Rows of the marketplace's store (any column not given is null)."""
     schema = layout(spark, Settings(), PIPELINE).schema
@@ -128,27 +145,29 @@ def test_a_winner_displaced_by_a_later_batch_leaves_the_events_and_its_displacer
         (0, 3, True), (0, 9, True), (1, 5, False), (2, 4, False)]
 
 
-def test_compacting_the_rows_through_any_batch_leaves_every_gold_table_as_it_was(spark):
-    """Rows of any batches up to one, replaced by what compaction keeps of them (as resets), with the later batches'
-    rows as they were: the same table, with resets and empty resets among the batches."""
+def test_compacting_the_rows_of_any_batches_leaves_every_gold_table_as_it_was(spark):
+    """Rows of the batches from one to another, replaced by what compaction keeps of them, with the other batches'
+    rows as they were: the same table. The batches from the first (every kept row a reset) and a segment after some
+    (a reset kept only for a key that had one), with resets and empty resets among the batches."""
     settings = Settings()
-    for seed in range(3):
+    for seed in range(2):
         events = random_events(seed, 90)
         rng = random.Random(seed)
         parts = [events[i::6] for i in range(6)]
         resets = {rng.randrange(1, 6)}
-        through = rng.randrange(1, 5)
+        first = rng.randrange(1, 4)
+        segments = [(0, rng.randrange(1, 5)), (first, rng.randrange(first, 5))]
         for gold in (MERCHANT_REVENUE, ORDER_STATUS, CUSTOMER_SESSIONS):
             rows, columns = stored(spark, gold, parts, settings, resets)
             if gold is ORDER_STATUS:  # an order left without events in batch 2, back in a later batch
                 empty = spark.createDataFrame([("o3", 2, True, True)], f"order_id string, {BATCH} long, "
                                                                         f"{RESET} boolean, {EMPTY} boolean")
                 rows = rows.unionByName(empty, allowMissingColumns=True)
-            table = spark.sql(fold_query("{rows}", gold, columns), rows=rows)
-            kept = spark.sql(compacted_query("{rows}", gold, columns),
-                             rows=rows.where(F.col(BATCH) <= through))
-            compacted = (kept.withColumn(RESET, F.lit(True)).withColumn(EMPTY, F.lit(False))
-                         .unionByName(rows.where(F.col(BATCH) > through)))
-            assert kept.count() <= rows.where(F.col(BATCH) <= through).count()
-            assertDataFrameEqual(spark.sql(fold_query("{rows}", gold, columns), rows=compacted), table,
-                                 checkRowOrder=False)
+            rows = rows.localCheckpoint()
+            table = spark.sql(fold_query("{rows}", gold, columns), rows=rows).collect()
+            for low, high in segments:
+                inside = F.col(BATCH).between(low, high)
+                kept = spark.sql(compacted_query("{rows}", gold, columns, segment=low > 0), rows=rows.where(inside))
+                compacted = kept.unionByName(rows.where(~inside))
+                assertDataFrameEqual(spark.sql(fold_query("{rows}", gold, columns), rows=compacted).collect(), table,
+                                     checkRowOrder=False)

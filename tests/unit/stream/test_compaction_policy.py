@@ -1,5 +1,5 @@
-"""Which gold tables the stream's own compaction folds (those whose tail is large beside their base), and through
-which epoch."""
+"""Which gold tables the stream's own compaction folds, and which of their epochs: all of them when the tail is large
+beside the base, else only the fresh epochs into a run of their own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ import pytest
 
 from spark_apps.io.delta_snapshot import FileStats, Unreadable
 from spark_apps.pipeline.folds import BATCH
-from spark_apps.stream.compaction import FILE_ROWS, Tail, newest_epoch, tails_of, worth_compacting
+from spark_apps.stream.compaction import (
+    FILE_ROWS,
+    MAX_RUNS,
+    Tail,
+    first_epoch_to_fold,
+    newest_epoch,
+    tails_of,
+    worth_compacting,
+)
 from spark_apps.transforms.store import COMPACTION, EPOCH, KIND
 
 
@@ -41,6 +49,47 @@ def test_a_lone_epoch_has_no_tail_to_fold_onto_a_base():
 def test_a_ratio_of_zero_compacts_any_table_with_rows_as_the_dag_does():
     assert worth_compacting({0: 5000}, 0)
     assert not worth_compacting({}, 0)
+
+
+def test_a_large_base_is_left_alone_and_only_its_fresh_epochs_are_folded_into_a_run():
+    order_status = Tail({7: 677_000, 8: 20_000, 9: 21_000}, {7: 1, 8: 20, 9: 20}, batch=199)
+    assert first_epoch_to_fold(order_status, 0.4) == 8
+
+
+def test_a_small_table_is_folded_whole_every_time():
+    merchant_revenue = Tail({7: 1_600, 8: 600}, {7: 1, 8: 20}, batch=179)
+    assert first_epoch_to_fold(merchant_revenue, 0.4) == 7
+
+
+def test_a_tail_grown_large_beside_its_base_is_folded_with_the_base():
+    grown = Tail({7: 100_000, 8: 30_000, 9: 15_000}, {7: 1, 8: 1, 9: 20}, batch=199)
+    assert first_epoch_to_fold(grown, 0.4) == 7
+
+
+def test_runs_already_folded_stay_and_only_the_epochs_after_the_newest_are_folded():
+    tail = Tail({2: 500_000, 5: 9_000, 6: 8_000, 7: 1_000, 8: 1_200}, {2: 1, 5: 1, 6: 1, 7: 20, 8: 20}, batch=179)
+    assert first_epoch_to_fold(tail, 0.4) == 7
+
+
+def test_runs_without_fresh_epochs_leave_nothing_to_fold():
+    tail = Tail({2: 500_000, 5: 9_000, 6: 8_000}, {2: 1, 5: 1, 6: 1}, batch=139)
+    assert first_epoch_to_fold(tail, 0.4) is None
+
+
+def test_too_many_runs_are_folded_into_one_with_the_fresh_epochs():
+    runs = {e: 1_000 for e in range(3, 3 + MAX_RUNS)}
+    tail = Tail({2: 5_000_000, **runs, 20: 900}, {2: 1, **dict.fromkeys(runs, 1), 20: 20}, batch=419)
+    assert first_epoch_to_fold(tail, 0.4) == 3
+
+
+def test_a_ratio_of_zero_folds_every_epoch_unless_the_table_is_one_file():
+    assert first_epoch_to_fold(Tail({4: 500_000, 5: 10}, {4: 1, 5: 1}, batch=119), 0) == 4
+    assert first_epoch_to_fold(Tail({4: 500}, {4: 3}, batch=99), 0) == 4
+    assert first_epoch_to_fold(Tail({4: 500_000}, {4: 1}, batch=99), 0) is None
+
+
+def test_a_lone_epoch_is_left_to_the_dags_run():
+    assert first_epoch_to_fold(Tail({4: 500}, {4: 3}, batch=99), 0.4) is None
 
 
 def _log(table: Path, *metas: dict | None) -> None:
