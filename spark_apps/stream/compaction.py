@@ -248,7 +248,7 @@ def first_epoch_to_fold(tail: Tail, tail_ratio: float) -> int | None:
     or None: nothing worth it. Tiered, as Paimon's universal compaction is: the oldest epoch is the table's base.
 
     - A ratio of 0 folds every epoch into one (the DAG's run and ``kappa compact``), unless that is one file already.
-    - All of them too once the tail, folded, would cost a scan at least ``tail_ratio`` times the base
+    - All of them too once the tail, folded, would cost a scan at least ``tail_ratio`` times the base, folded
       (:func:`worth_compacting`): a small table, or a tail grown large beside its base.
     - Otherwise only the epochs after the newest run (an epoch of one file) are folded, into one run of their own,
       and the base is not read: its cost stays out of a run whose tail is mostly new keys. Once the runs reach
@@ -263,8 +263,10 @@ def first_epoch_to_fold(tail: Tail, tail_ratio: float) -> int | None:
     if not after:
         return None
     runs = [e for e in after if tail.files_by_epoch[e] == 1]
-    costs = tail.read_costs()
-    folded = {base: costs[base], after[0]: sum(tail.rows_by_epoch[e] for e in after) + FILE_ROWS * (len(runs) + 1)}
+    # Both sides as they would read once folded: a base of many files (never compacted yet) is one file more than
+    # its rows, not many, or it would hide a tail as large as itself.
+    folded = {base: tail.rows_by_epoch[base] + FILE_ROWS,
+              after[0]: sum(tail.rows_by_epoch[e] for e in after) + FILE_ROWS * (len(runs) + 1)}
     if worth_compacting(folded, tail_ratio):
         return base
     if len(runs) >= MAX_RUNS:

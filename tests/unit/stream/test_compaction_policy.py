@@ -61,6 +61,11 @@ def test_a_small_table_is_folded_whole_every_time():
     assert first_epoch_to_fold(merchant_revenue, 0.4) == 7
 
 
+def test_a_base_of_many_files_never_compacted_counts_as_its_rows_in_one_file():
+    never_compacted = Tail({0: 3_000, 1: 1_200}, {0: 27, 1: 20}, batch=39)
+    assert first_epoch_to_fold(never_compacted, 0.4) == 0
+
+
 def test_a_tail_grown_large_beside_its_base_is_folded_with_the_base():
     grown = Tail({7: 100_000, 8: 30_000, 9: 15_000}, {7: 1, 8: 1, 9: 20}, batch=199)
     assert first_epoch_to_fold(grown, 0.4) == 7
