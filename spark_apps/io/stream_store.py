@@ -36,7 +36,7 @@ from spark_apps.transforms.store import (
 # state back, so the interval only sets how many commit files a reader replays (at most this many).
 CHECKPOINT_INTERVAL = 100
 STORE_PROPERTIES = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
-
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 
 # The store keeps the folds its rows were written for, as the comment of its ``_kind`` column: a view read at a
 # version folds that version's rows with the folds of that version, so a generation built by other code (a replay
@@ -52,6 +52,21 @@ class StoreLayout:
     schema: object  # pyspark StructType
     gold_columns: dict[str, list[str]]
     folds: dict[str, dict[str, list[str]]]
+
+
+def stats_columns(pipeline: Pipeline, found: StoreLayout) -> list[str]:
+    """The store's columns Delta keeps statistics of in each file's log entry: those a read skips files by (a
+    record's coordinates, id and time and the event fields gold keys are made of; each gold table's primary keys)
+    and the batch (compaction reads each file's newest from the log). Delta would otherwise keep them of the first
+    32 columns, and its writer computes them per row through a projection whose cost grows with the square of their
+    number when it runs interpreted, as a micro-batch does: a quarter of a 2,000-record batch's task time (a JFR
+    profile, docs/scaling.md)."""
+    schema = pipeline.schema
+    keys = {k for gold in pipeline.gold_tables for k in gold.primary_keys}
+    wanted = {BATCH, "partition", "offset", schema.id_field, schema.time_field, *keys}
+    wanted |= {gold_column(gold.name, k) for gold in pipeline.gold_tables for k in gold.primary_keys
+               if k in found.gold_columns[gold.name]}
+    return [f.name for f in found.schema.fields if f.name in wanted]
 
 
 def declared_folds(pipeline: Pipeline) -> dict[str, dict[str, list[str]]]:
@@ -136,7 +151,7 @@ def ensure_store(spark, settings: Settings, target: Target) -> StoreLayout:
     found = layout(spark, settings, target.pipeline)
     tables = target.tables
     ensure_table(spark, settings, tables.store, found.schema, partition_by=(KIND, EPOCH),
-                 properties=STORE_PROPERTIES)
+                 properties={**STORE_PROPERTIES, STATS_COLUMNS: ",".join(stats_columns(target.pipeline, found))})
     stored = stored_layout(spark, settings, target)
     if stored.folds != found.folds:
         with table_write(spark, settings, table_path(settings, tables.store), "the store's folds"):

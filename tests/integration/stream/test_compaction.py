@@ -74,6 +74,16 @@ def test_the_stores_log_counts_every_tail_as_a_query_over_its_files_does(spark, 
     assert from_log == tails_by_query(spark, relation, through)
 
 
+def test_the_store_keeps_statistics_of_the_batch_and_of_the_columns_reads_skip_by_only(spark, streamed):
+    location = table_path(streamed, TABLES.store)
+    kept = set(stream_store.stats_columns(PIPELINE, stream_store.stored_layout(spark, streamed,
+                                                                                 target_of(streamed, PIPELINE))))
+    assert {"_batch_id", "offset", "event_id", "order_status__order_id"} <= kept and len(kept) < 20, kept
+    files = delta_snapshot.file_stats(location, delta_log.latest_version(location))
+    assert files and all(set(f.max_values) <= kept and "_batch_id" in f.max_values for f in files
+                         if f.records), [f.max_values for f in files][:3]
+
+
 def gold_files_since(settings, started: float) -> list[Path]:
     """Data files of the store's gold partitions written after ``started`` (a time of ``time.time()``)."""
     store = table_path(settings, TABLES.store)
