@@ -33,6 +33,7 @@ from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.io.fencing import file_lock
 from spark_apps.io.parallel_writes import cloned_session
+from spark_apps.io.spark_session import execution_for
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, compacted_query, q
 from spark_apps.pipeline.target import Target
 from spark_apps.transforms.store import COMPACTION, EPOCH, EPOCH_KEY, KIND, gold_column, gold_kind, gold_rows_query
@@ -121,28 +122,33 @@ def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, lo
     if not chosen:
         return []
     started = time.monotonic()
-    parts, replaced = [], []
-    for gold, counts, first in chosen:
-        kind, columns = gold_kind(gold.name), found.gold_columns[gold.name]
-        epochs = f"{q(KIND)} = '{kind}' AND {q(EPOCH)} >= {first} AND {q(EPOCH)} <= {through}"
-        replaced.append(f"({epochs})")
-        rows = f"({gold_rows_query(f'(SELECT * FROM {relation} WHERE {epochs})', gold, columns)})"
-        kept = spark.sql(compacted_query(rows, gold, columns, segment=first > min(counts.files_by_epoch)))
-        written = kept.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in columns], F.col(BATCH),
-                              F.col(RESET), F.col(EMPTY), F.lit(kind).alias(KIND),
-                              F.lit(through).cast("long").alias(EPOCH))
-        parts.append(written.select(*[(F.col(q(f.name)) if f.name in written.columns else F.lit(None))
-                                      .cast(f.dataType).alias(f.name) for f in found.schema.fields]))
-    written = functools.reduce(lambda a, b: a.unionByName(b), parts).coalesce(1).localCheckpoint(eager=True)
-    after = {row[KIND]: row["count"] for row in written.groupBy(KIND).count().collect()}
-    kinds = ", ".join(f"'{gold_kind(gold.name)}'" for gold, _, _ in chosen)
-    covers = {COMPACTION: {"tables": {gold.name: counts.batch for gold, counts, _ in chosen},
-                           "from_epochs": {gold.name: first for gold, _, first in chosen}, "through_epoch": through,
-                           "read_version": version}}
-    writer = (written.write.format("delta").mode("overwrite").option("replaceWhere", " OR ".join(replaced))
-              .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
-    with table_write(spark, settings, location, f"compaction of {kinds}"):
-        with_retries(lambda: writer.save(str(location)), f"compaction of {kinds}")
+    folding = sum(rows for _, counts, first in chosen for epoch, rows in counts.rows_by_epoch.items()
+                  if epoch >= first)
+    # A run over few rows runs interpreted, as a micro-batch does: compiling its window queries' code took more
+    # of a run of 15,000 rows than running them.
+    with execution_for(spark, folding):
+        parts, replaced = [], []
+        for gold, counts, first in chosen:
+            kind, columns = gold_kind(gold.name), found.gold_columns[gold.name]
+            epochs = f"{q(KIND)} = '{kind}' AND {q(EPOCH)} >= {first} AND {q(EPOCH)} <= {through}"
+            replaced.append(f"({epochs})")
+            rows = f"({gold_rows_query(f'(SELECT * FROM {relation} WHERE {epochs})', gold, columns)})"
+            kept = spark.sql(compacted_query(rows, gold, columns, segment=first > min(counts.files_by_epoch)))
+            written = kept.select(*[F.col(q(c)).alias(gold_column(gold.name, c)) for c in columns], F.col(BATCH),
+                                  F.col(RESET), F.col(EMPTY), F.lit(kind).alias(KIND),
+                                  F.lit(through).cast("long").alias(EPOCH))
+            parts.append(written.select(*[(F.col(q(f.name)) if f.name in written.columns else F.lit(None))
+                                          .cast(f.dataType).alias(f.name) for f in found.schema.fields]))
+        written = functools.reduce(lambda a, b: a.unionByName(b), parts).coalesce(1).localCheckpoint(eager=True)
+        after = {row[KIND]: row["count"] for row in written.groupBy(KIND).count().collect()}
+        kinds = ", ".join(f"'{gold_kind(gold.name)}'" for gold, _, _ in chosen)
+        covers = {COMPACTION: {"tables": {gold.name: counts.batch for gold, counts, _ in chosen},
+                               "from_epochs": {gold.name: first for gold, _, first in chosen}, "through_epoch": through,
+                               "read_version": version}}
+        writer = (written.write.format("delta").mode("overwrite").option("replaceWhere", " OR ".join(replaced))
+                  .option("dataChange", "false").option("userMetadata", json.dumps(covers)))
+        with table_write(spark, settings, location, f"compaction of {kinds}"):
+            with_retries(lambda: writer.save(str(location)), f"compaction of {kinds}")
     seconds = time.monotonic() - started
     done = [Compaction(target.tables.gold(gold.name), first, through, counts.batch,
                        sum(rows for epoch, rows in counts.rows_by_epoch.items() if epoch >= first),
