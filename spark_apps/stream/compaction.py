@@ -122,8 +122,7 @@ def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, lo
     if not chosen:
         return []
     started = time.monotonic()
-    folding = sum(rows for _, counts, first in chosen for epoch, rows in counts.rows_by_epoch.items()
-                  if epoch >= first)
+    folding = sum(counts.rows_from(first) for _, counts, first in chosen)
     # A run over few rows runs interpreted, as a micro-batch does: compiling its window queries' code took more
     # of a run of 15,000 rows than running them.
     with execution_for(spark, folding):
@@ -150,8 +149,7 @@ def _compact_at(spark, settings: Settings, target: Target, tail_ratio: float, lo
         with table_write(spark, settings, location, f"compaction of {kinds}"):
             with_retries(lambda: writer.save(str(location)), f"compaction of {kinds}")
     seconds = time.monotonic() - started
-    done = [Compaction(target.tables.gold(gold.name), first, through, counts.batch,
-                       sum(rows for epoch, rows in counts.rows_by_epoch.items() if epoch >= first),
+    done = [Compaction(target.tables.gold(gold.name), first, through, counts.batch, counts.rows_from(first),
                        after.get(gold_kind(gold.name), 0), seconds) for gold, counts, first in chosen]
     for result in done:
         log.info("%s", result.line())
@@ -188,16 +186,12 @@ class Tail:
     batch: int
 
     @property
-    def rows(self) -> int:
-        return sum(self.rows_by_epoch.values())
-
-    @property
     def files(self) -> int:
         return sum(self.files_by_epoch.values())
 
-    def read_costs(self) -> dict[int, int]:
-        """Per epoch, what a full scan of it costs, in rows (``FILE_ROWS`` a file)."""
-        return {e: rows + FILE_ROWS * self.files_by_epoch[e] for e, rows in self.rows_by_epoch.items()}
+    def rows_from(self, epoch: int) -> int:
+        """Its rows in ``epoch`` and the epochs after it."""
+        return sum(rows for e, rows in self.rows_by_epoch.items() if e >= epoch)
 
 
 def _tails(spark, location, relation: str, version: int, through: int) -> dict[str, Tail]:
@@ -254,8 +248,9 @@ def first_epoch_to_fold(tail: Tail, tail_ratio: float) -> int | None:
     or None: nothing worth it. Tiered, as Paimon's universal compaction is: the oldest epoch is the table's base.
 
     - A ratio of 0 folds every epoch into one (the DAG's run and ``kappa compact``), unless that is one file already.
-    - All of them too once the tail, folded, would cost a scan at least ``tail_ratio`` times the base, folded
-      (:func:`worth_compacting`): a small table, or a tail grown large beside its base.
+    - All of them too once the tail, folded, would cost a full scan at least ``tail_ratio`` times the base, folded
+      (a file costing ``FILE_ROWS``), so that a scan of the table costs about ``1 + tail_ratio`` times a compacted
+      one: a small table, or a tail grown large beside its base.
     - Otherwise only the epochs after the newest run (an epoch of one file) are folded, into one run of their own,
       and the base is not read: its cost stays out of a run whose tail is mostly new keys. Once the runs reach
       ``MAX_RUNS``, every epoch after the base is folded into one run.
@@ -271,27 +266,12 @@ def first_epoch_to_fold(tail: Tail, tail_ratio: float) -> int | None:
     runs = [e for e in after if tail.files_by_epoch[e] == 1]
     # Both sides as they would read once folded: a base of many files (never compacted yet) is one file more than
     # its rows, not many, or it would hide a tail as large as itself.
-    folded = {base: tail.rows_by_epoch[base] + FILE_ROWS,
-              after[0]: sum(tail.rows_by_epoch[e] for e in after) + FILE_ROWS * (len(runs) + 1)}
-    if worth_compacting(folded, tail_ratio):
+    if tail.rows_from(after[0]) + FILE_ROWS * (len(runs) + 1) >= tail_ratio * (tail.rows_by_epoch[base] + FILE_ROWS):
         return base
     if len(runs) >= MAX_RUNS:
         return after[0]
     fresh = [e for e in after if e > max(runs, default=base)]
     return fresh[0] if sum(tail.files_by_epoch[e] for e in fresh) > 1 else None
-
-
-def worth_compacting(costs: dict[int, int], tail_ratio: float) -> bool:
-    """Whether a table whose finished epochs cost ``costs`` to read (epoch -> cost) is worth compacting: its tail,
-    every epoch after its oldest (its base, once compacted), costs at least ``tail_ratio`` times the oldest one, so
-    a full scan of the table costs about ``1 + tail_ratio`` times a compacted one. A ratio of 0 compacts any tail; a
-    table with one epoch or none has no tail to fold onto a base."""
-    if tail_ratio == 0:
-        return bool(costs)
-    if len(costs) < 2:
-        return False
-    base = costs[min(costs)]
-    return sum(costs.values()) - base >= tail_ratio * base
 
 
 class StreamCompaction:

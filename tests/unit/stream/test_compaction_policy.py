@@ -12,43 +12,32 @@ import pytest
 from spark_apps.io.delta_snapshot import FileStats, Unreadable
 from spark_apps.pipeline.folds import BATCH
 from spark_apps.stream.compaction import (
-    FILE_ROWS,
     MAX_RUNS,
     Tail,
     first_epoch_to_fold,
     newest_epoch,
     tails_of,
-    worth_compacting,
 )
 from spark_apps.transforms.store import COMPACTION, EPOCH, KIND
 
 
-def test_a_tail_that_costs_at_least_the_ratio_of_the_base_is_worth_compacting():
-    assert worth_compacting({3: 1000, 4: 150, 5: 100}, 0.25)
-    assert not worth_compacting({3: 1000, 4: 150, 5: 99}, 0.25)
+def test_a_tail_that_costs_at_least_the_ratio_of_its_base_folds_the_base_too():
+    at_the_ratio = Tail({3: 100_000, 4: 23_500}, {3: 1, 4: 20}, batch=99)
+    below_it = Tail({3: 100_000, 4: 23_499}, {3: 1, 4: 20}, batch=99)
+    assert first_epoch_to_fold(at_the_ratio, 0.25) == 3
+    assert first_epoch_to_fold(below_it, 0.25) == 4
 
 
-def test_a_file_costs_a_scan_as_much_as_many_rows():
+def test_a_tails_rows_count_from_an_epoch():
     tail = Tail({3: 1_600, 4: 600}, {3: 1, 4: 20}, batch=99)
-    assert tail.rows == 2_200
-    assert tail.read_costs() == {3: 1_600 + FILE_ROWS, 4: 600 + 20 * FILE_ROWS}
+    assert (tail.rows_from(3), tail.rows_from(4), tail.rows_from(5)) == (2_200, 600, 0)
 
 
 def test_a_large_base_waits_for_its_tail_while_a_small_one_is_compacted_every_epoch():
     order_status = Tail({7: 677_000, 8: 20_000}, {7: 4, 8: 20}, batch=179)
     merchant_revenue = Tail({7: 1_600, 8: 600}, {7: 1, 8: 20}, batch=179)
-    assert not worth_compacting(order_status.read_costs(), 0.4)
-    assert worth_compacting(merchant_revenue.read_costs(), 0.4)
-
-
-def test_a_lone_epoch_has_no_tail_to_fold_onto_a_base():
-    assert not worth_compacting({0: 5000}, 0.25)
-    assert not worth_compacting({}, 0.25)
-
-
-def test_a_ratio_of_zero_compacts_any_table_with_rows_as_the_dag_does():
-    assert worth_compacting({0: 5000}, 0)
-    assert not worth_compacting({}, 0)
+    assert first_epoch_to_fold(order_status, 0.4) == 8
+    assert first_epoch_to_fold(merchant_revenue, 0.4) == 7
 
 
 def test_a_large_base_is_left_alone_and_only_its_fresh_epochs_are_folded_into_a_run():
@@ -91,6 +80,7 @@ def test_a_ratio_of_zero_folds_every_epoch_unless_the_table_is_one_file():
     assert first_epoch_to_fold(Tail({4: 500_000, 5: 10}, {4: 1, 5: 1}, batch=119), 0) == 4
     assert first_epoch_to_fold(Tail({4: 500}, {4: 3}, batch=99), 0) == 4
     assert first_epoch_to_fold(Tail({4: 500_000}, {4: 1}, batch=99), 0) is None
+    assert first_epoch_to_fold(Tail({}, {}, batch=-1), 0) is None
 
 
 def test_a_lone_epoch_is_left_to_the_dags_run():
