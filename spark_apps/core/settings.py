@@ -179,12 +179,13 @@ class Settings:
     # epoch left to the stream (``stream.compaction``).
     compaction_schedule: str = "*/10 * * * *"
     compaction_epoch_batches: int = 20
-    # The stream also compacts its own store, in a scheduler pool of low priority, whenever an epoch ends: each
+    # The stream also compacts its own store, in a process of low CPU priority, whenever an epoch ends: each
     # table whose tail adds at least this share to the cost of a full scan of its base (a small table's tail soon
     # does, with a file a batch; a large table waits, as rewriting its base for a small tail would cost more than
     # it saves).
     compaction_in_stream: bool = True
     compaction_tail_ratio: float = 0.4
+    compaction_nice: int = 19
 
     task_retries: int = 2
     task_retry_delay_s: int = 60
@@ -266,6 +267,8 @@ class Settings:
         if self.compaction_epoch_batches < 1:
             raise SettingsError("KAPPA_COMPACTION_EPOCH_BATCHES must be at least 1, "
                                 f"got {self.compaction_epoch_batches}")
+        if not 0 <= self.compaction_nice <= 19:
+            raise SettingsError(f"KAPPA_COMPACTION_NICE must be between 0 and 19, got {self.compaction_nice}")
         if self.compaction_tail_ratio < 0:
             raise SettingsError(f"KAPPA_COMPACTION_TAIL_RATIO must be >= 0, got {self.compaction_tail_ratio}")
         for name in ("serving_min_span_s", "alert_retries", "task_retries", "s3_retries"):
@@ -541,10 +544,12 @@ FIELD_DOCS: dict[str, str] = {
                            "tail of every gold table's rows) off the hot path.",
     "compaction_epoch_batches": "The stream's store groups its rows in epochs of this many micro-batches; "
                                 "compaction folds whole epochs, never the one the stream is appending to.",
-    "compaction_in_stream": "The stream compacts its own store whenever an epoch ends, in a scheduler pool of low "
-                            "priority, besides the compaction DAG.",
+    "compaction_in_stream": "The stream compacts its own store whenever an epoch ends, in a process of its own, "
+                            "besides the compaction DAG.",
     "compaction_tail_ratio": "The stream compacts a gold table when its tail adds at least this share to the cost "
                              "of a full scan of its base (the DAG and `kappa compact` compact any tail).",
+    "compaction_nice": "CPU priority (`nice`, 0-19) of the stream's compaction process: at 19 it takes only the "
+                       "cores the micro-batches leave.",
     "task_retries": "Retries of an Airflow task before it fails and pages on-call.",
     "task_retry_delay_s": "Delay between Airflow task retries, in seconds.",
     "task_timeout_s": "Longest an Airflow task may run before it fails and pages (the supervisor's: its interval).",

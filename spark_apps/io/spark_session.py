@@ -14,9 +14,6 @@ from spark_apps.core.object_path import ObjectPath
 from spark_apps.core.settings import PROJECT_ROOT, Settings
 
 LOG4J_CONFIG = PROJECT_ROOT / "infra" / "spark" / "log4j2.properties"
-# Fair scheduling between pools, FIFO within each: the stream's compaction runs in a pool that waits for the
-# micro-batches (``stream.compaction``).
-SCHEDULER_POOLS = PROJECT_ROOT / "infra" / "spark" / "fairscheduler.xml"
 # Work over at most this many log records runs interpreted: a micro-batch or a small audit runs a hundred-odd small
 # queries, and compiling Java for each cost more than running them on two cores (measured: 39 s -> 22 s per
 # 1,000-record micro-batch). Larger work, such as a catch-up batch or a full audit, keeps generated code.
@@ -137,8 +134,6 @@ def _base_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.memory": settings.spark_driver_memory,
         "spark.ui.enabled": str(settings.spark_ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
-        "spark.scheduler.mode": "FAIR",
-        "spark.scheduler.allocation.file": str(SCHEDULER_POOLS),
         "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}",
                                                    f"-Dkappa.spark.log={spark_log(settings)}",
                                                    JIT_HUGE_METHODS, *class_archive_options(settings),

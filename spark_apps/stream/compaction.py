@@ -20,30 +20,22 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_apps.core.errors import first_line
 from spark_apps.core.settings import Settings
 from spark_apps.io import delta_log, delta_snapshot, stream_store
 from spark_apps.io.catalog import table_path
 from spark_apps.io.catalog_locks import table_write
 from spark_apps.io.delta_writes import with_retries
 from spark_apps.io.fencing import file_lock
-from spark_apps.io.parallel_writes import cloned_session
 from spark_apps.io.spark_session import execution_for
 from spark_apps.pipeline.folds import BATCH, EMPTY, RESET, compacted_query, q
 from spark_apps.pipeline.target import Target
 from spark_apps.transforms.store import COMPACTION, EPOCH, EPOCH_KEY, KIND, gold_column, gold_kind, gold_rows_query
 
 log = logging.getLogger(__name__)
-# The scheduler pool of the stream's own compaction (``infra/spark/fairscheduler.xml``), and its session's settings:
-# every stage one task, so it never holds more than one core; Spark does not take a core back from a running task.
-POOL = "compaction"
-ONE_TASK_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.leafNodeDefaultParallelism": "1",
-                 "spark.sql.files.maxPartitionBytes": str(1 << 30)}
 
 
 @dataclass(frozen=True)
@@ -272,45 +264,3 @@ def first_epoch_to_fold(tail: Tail, tail_ratio: float) -> int | None:
         return after[0]
     fresh = [e for e in after if e > max(runs, default=base)]
     return fresh[0] if sum(tail.files_by_epoch[e] for e in fresh) > 1 else None
-
-
-class StreamCompaction:
-    """The stream's own compaction of its store, as Hudi's and Paimon's writers compact theirs: each time a
-    micro-batch opens a new epoch (the one before it is finished), a run starts on a thread of its own, in the
-    scheduler pool ``compaction``, whose tasks get a core only when the micro-batches leave one. One run at a time:
-    an epoch that opens during a run starts the next one after it. A run compacts the tables worth it
-    (``compaction_tail_ratio``); a failed run is a warning, and the next epoch tries again. It never changes what a
-    view returns, so the micro-batches neither wait for it nor know of it."""
-
-    def __init__(self, spark, settings: Settings, target: Target) -> None:
-        self.spark = spark
-        self.settings = settings
-        self.target = target
-        self.started_for = 0
-        self.thread: threading.Thread | None = None
-        self.done: list[Compaction] = []
-
-    def batch_written(self, batch_id: int) -> None:
-        epoch = batch_id // self.settings.compaction_epoch_batches
-        if epoch <= self.started_for or (self.thread is not None and self.thread.is_alive()):
-            return
-        self.started_for = epoch
-        self.thread = threading.Thread(target=self._run, name=f"compaction of {self.target.tables.store}",
-                                       daemon=True)
-        self.thread.start()
-
-    def wait(self) -> None:
-        """Let a run that is going finish (its commits are whole either way)."""
-        if self.thread is not None:
-            self.thread.join()
-
-    def _run(self) -> None:
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", POOL)
-        session = cloned_session(self.spark)
-        for key, value in ONE_TASK_CONF.items():
-            session.conf.set(key, value)
-        try:
-            self.done += compact(session, self.settings, self.target, self.settings.compaction_tail_ratio)
-        except Exception as exc:  # noqa: BLE001 - the views are whole either way; the next epoch tries again
-            log.warning("the stream's compaction of %s failed; the next epoch tries again: %s",
-                        self.target.tables.store, first_line(exc))

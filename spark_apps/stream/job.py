@@ -53,7 +53,7 @@ from spark_apps.pipeline.provenance import pipeline_version
 from spark_apps.pipeline.target import Target
 from spark_apps.stream import micro_batch
 from spark_apps.stream.checkpoint import APP_ID_FILE, checkpoint_problem, read_app_id
-from spark_apps.stream.compaction import StreamCompaction
+from spark_apps.stream.compactor import StreamCompaction
 from spark_apps.stream.failures import failure_summary
 from spark_apps.stream.faults import FaultPlan
 from spark_apps.stream.query import STATE_STORE_CONF, micro_batch_rows
@@ -133,7 +133,7 @@ class StreamJob:
         # The store's columns and the folds its rows are written for, read once the store is ensured: every batch
         # shapes its rows, and reads any of them back, by it.
         self.layout: stream_store.StoreLayout | None = None
-        self.compaction = StreamCompaction(spark, settings, target) if settings.compaction_in_stream else None
+        self.compaction = StreamCompaction(settings, target) if settings.compaction_in_stream else None
 
     # ---- tables -------------------------------------------------------------------------------
 

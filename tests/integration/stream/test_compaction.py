@@ -166,6 +166,8 @@ def test_the_stream_compacts_its_own_store_as_epochs_end_and_gold_stays_the_fold
         .with_overrides(compaction_epoch_batches=1, compaction_in_stream=True)
     job = run_stream(spark, own)
     assert job.compaction.done, "epochs of one batch each: the stream compacted while it ran"
+    assert job.compaction.niceness == own.compaction_nice, "compaction runs in a process of the lowest priority"
+    assert job.compaction.process.poll() is not None, "the compaction process ends with the stream"
     store = table_path(own, TABLES.store)
     by_stream = [c.meta[COMPACTION] for c in delta_log.commits(store) if COMPACTION in c.meta]
     assert sum(len(c["tables"]) for c in by_stream) == len(job.compaction.done), by_stream

@@ -73,6 +73,7 @@ def test_the_jars_stay_with_the_installation_when_home_moves():
     ("KAPPA_TRIGGER_INTERVAL_S", "nan", "KAPPA_TRIGGER_INTERVAL_S must be a finite number of seconds above 0"),
     ("KAPPA_ALERT_TIMEOUT_S", "inf", "KAPPA_ALERT_TIMEOUT_S must be a finite number of seconds above 0"),
     ("KAPPA_KAFKA_START_TIMEOUT_S", "0", "KAPPA_KAFKA_START_TIMEOUT_S must be a finite number of seconds above 0"),
+    ("KAPPA_COMPACTION_NICE", "20", "KAPPA_COMPACTION_NICE must be between 0 and 19, got 20"),
 ])
 def test_a_bad_value_is_refused_with_a_message_naming_the_variable(variable, value, message):
     with pytest.raises(SettingsError, match=message):
