@@ -84,7 +84,8 @@ class StreamCompaction:
 
     def _start(self) -> None:
         """Start the child from a thread that lives as long as it, which reads its answers: Linux ends a child
-        with the thread that started it (``terminate_with_parent``), and the micro-batch's thread is Spark's."""
+        with the thread that started it (``terminate_with_parent``), and the micro-batch's thread is Spark's. No
+        ``preexec_fn``: Python code in a fork of a driver could run py4j's finalizers on the driver's sockets."""
         started = threading.Event()
         self.reader = threading.Thread(target=self._serve, args=(started,), daemon=True,
                                        name=f"compaction of {self.target.tables.store}")
@@ -96,7 +97,7 @@ class StreamCompaction:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", __name__, self.target.spec, self.target.generation],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
-                env={**os.environ, **self.settings.as_env()}, preexec_fn=self._child_setup)
+                env={**os.environ, **self.settings.as_env()})
         except OSError as exc:
             log.warning("the compaction process of %s did not start; the next epoch tries again: %s",
                         self.target.tables.store, first_line(exc))
@@ -112,12 +113,6 @@ class StreamCompaction:
             log.warning("the compaction process of %s ended during a run (exit %s); the next epoch starts another",
                         self.target.tables.store, self.process.wait())
             self.running = False
-
-    def _child_setup(self) -> None:
-        from spark_apps.services.processes import terminate_with_parent
-
-        os.nice(self.settings.compaction_nice)
-        terminate_with_parent()
 
     def _answered(self, answer: dict) -> None:
         if "niceness" in answer:
@@ -157,12 +152,15 @@ def _answer(answers, answer: dict) -> None:
 def main(argv: list[str]) -> None:
     """``python -m spark_apps.stream.compactor <pipeline spec> <generation>``, settings from the environment. What
     Spark and the libraries print goes to standard error, so standard output carries the answers only."""
+    from spark_apps.services.processes import terminate_with_parent
     from spark_apps.target.resolution import declared
 
+    terminate_with_parent()
+    settings = Settings.from_env()
+    os.nice(settings.compaction_nice)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s compaction %(message)s")
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    settings = Settings.from_env()
     spec, generation = argv
     serve(settings, declared(settings, spec, generation), sys.stdin, answers)
 
