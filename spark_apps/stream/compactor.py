@@ -99,6 +99,7 @@ class StreamCompaction:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
                 env={**os.environ, **self.settings.as_env()})
         except OSError as exc:
+            self.process = None
             log.warning("the compaction process of %s did not start; the next epoch tries again: %s",
                         self.target.tables.store, first_line(exc))
             return

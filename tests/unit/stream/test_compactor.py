@@ -45,6 +45,18 @@ def test_the_stream_asks_for_one_run_per_new_epoch_and_none_while_one_is_running
     assert stream.started_for == 2 and stream.running
 
 
+def test_a_compaction_process_that_cannot_be_restarted_is_not_asked_for_a_run(monkeypatch, tmp_path):
+    def refused(*args, **kwargs):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr("subprocess.Popen", refused)
+    stream = StreamCompaction(Settings(home=tmp_path, compaction_epoch_batches=10), _Target())
+    dead = stream.process = _Process(exit_code=1)
+    stream.batch_written(10)
+    assert stream.process is None and not stream.running and stream.started_for == 0, "the next batch tries again"
+    assert dead.stdin.getvalue() == ""
+
+
 class _Session:
     class conf:  # noqa: N801 - stands in for SparkSession.conf
         @staticmethod
@@ -53,15 +65,17 @@ class _Session:
 
 
 class _Target:
-    name = "marketplace"
+    name = spec = "marketplace"
+    generation = "base"
 
     class tables:  # noqa: N801 - stands in for TableNames
         store = "stream.micro_batches"
 
 
 class _Process:
-    def __init__(self):
+    def __init__(self, exit_code=None):
         self.stdin = io.StringIO()
+        self.exit_code = exit_code
 
     def poll(self):
-        return None
+        return self.exit_code
